@@ -1,0 +1,145 @@
+"""`pesflow`: the command line. Each subcommand is a thin shell over a library call."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from agent.config import ConfigError, load_config
+from evaluator.candidate import CandidateError
+from evaluator.task import TaskError
+
+# Exit codes: 0 graded fine, 1 the candidate failed (hard fail, scope, timeout),
+# 2 bad input, 3 the grader or our machinery failed.
+EXIT_BY_STATUS = {"ok": 0, "hard_fail": 1, "scope_violation": 1, "timeout": 1, "grader_error": 3, "infra_error": 3}
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tasks-root", action="append", default=[], metavar="DIR",
+                   help="a folder of task packages (a Φ-Bench checkout's tasks/); repeatable; wins over bundled tasks")
+    p.add_argument("--config", metavar="FILE", help="a YAML file overriding configs/default.yaml")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one config key (dotted)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pesflow", description="Evolutionary kernel search over Φ-Bench task packages.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("tasks", help="list the 85 Φ-Bench tasks and where each package is found")
+    _common(p)
+    p.add_argument("--json", action="store_true", help="print one JSON array")
+
+    p = sub.add_parser("evaluate", help="grade one candidate (or noop/oracle/negative) on a task")
+    _common(p)
+    p.add_argument("task", help="<bench>/<dir>, e.g. kfc/wre-router-power-of-two-choices-loop16, or a package folder")
+    p.add_argument("--mode", choices=["candidate", "noop", "oracle", "negative"], default="candidate")
+    p.add_argument("--candidate", metavar="PATCH_OR_DIR", help="a unified diff, or a folder of replacement files laid out as in the repo")
+    p.add_argument("--grader", choices=["dev", "hidden"], help="dev engine (default from config) or the hidden tests/test.sh")
+    p.add_argument("--backend", choices=["local"], help="where to grade (default from config)")
+    p.add_argument("--out", metavar="DIR", help="where the grader's logs and verdict.json go")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+    p = sub.add_parser("calibrate", help="re-measure a task's anchor here: the oracle against the frozen baseline")
+    _common(p)
+    p.add_argument("task")
+    p.add_argument("--repeats", type=int, help="oracle runs to take the median of (default from config, at least 3)")
+    p.add_argument("--dry-run", action="store_true", help="measure and print, write nothing")
+    p.add_argument("--json", action="store_true")
+    return parser
+
+
+def _evaluator(args: argparse.Namespace, config):  # noqa: ANN001
+    from evaluator.grader import Evaluator
+
+    if getattr(args, "backend", None):
+        config.evaluator.backend = args.backend
+    roots = [*args.tasks_root, *config.tasks_roots]
+    return Evaluator(config.evaluator, tasks_roots=roots)
+
+
+def cmd_tasks(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
+    from evaluator.catalog import locate
+
+    rows = locate([*args.tasks_root, *config.tasks_roots])
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    table = Table(title=f"{len(rows)} tasks ({sum(1 for r in rows if r['location'])} found)", show_lines=False)
+    for col in ("task", "class", "gpus", "budget", "anchor", "found at"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        where = r["location"] or "-"
+        if r.get("bundled") and r["location"] and "/tasks/" in where:
+            where = ("bundled: " if where.startswith(str(Path(__file__).resolve().parent.parent)) else "") + where
+        table.add_row(r["name"], str(r.get("reward_class") or "?"), str(r.get("gpus", "?")),
+                      str(r.get("max_submissions", "?")), str(r.get("ref_speedup") or "-"), where)
+    console.print(table)
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
+    from evaluator.grader import verdict_json
+
+    if args.mode != "candidate" and args.candidate:
+        raise CandidateError("bad_arguments", f"--candidate goes with --mode candidate, not --mode {args.mode}")
+    ev = _evaluator(args, config)
+    try:
+        v = ev.evaluate(args.task, mode=args.mode, candidate=Path(args.candidate) if args.candidate else None,
+                        grader=args.grader, out_dir=Path(args.out) if args.out else None)
+    finally:
+        ev.close()
+    if args.json:
+        print(verdict_json(v))
+    else:
+        table = Table(show_header=False, title=f"{v.task} · {v.mode} · {v.grader} grader · {v.backend}")
+        for k in ("status", "reward", "speedup", "ref_speedup", "hard_fail_reasons", "tests", "hardware", "seconds", "log_dir", "message"):
+            val = getattr(v, k)
+            val = val.value if hasattr(val, "value") else val
+            table.add_row(k, ", ".join(val) if isinstance(val, list) else (f"{val.passed}/{val.total}" if k == "tests" else str(val)))
+        console.print(table)
+    return EXIT_BY_STATUS[v.status.value]
+
+
+def cmd_calibrate(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
+    from evaluator.calibrate import calibrate
+
+    ev = _evaluator(args, config)
+    task = ev.task(args.task)
+    cal = calibrate(ev, task, repeats=args.repeats or config.evaluator.calibrate_repeats, write=not args.dry_run)
+    if args.json:
+        print(cal.model_dump_json())
+    else:
+        console.print(f"{cal.task}: oracle speedup median {cal.median:.4f} over {len(cal.speedups)} runs "
+                      f"({', '.join(f'{s:.3f}' for s in cal.speedups)}; spread {cal.spread:.1%}) on {cal.hardware}; "
+                      f"previous anchor {cal.previous} ({cal.previous_source})")
+        for w in cal.written:
+            console.print(f"wrote {w}")
+    return 0
+
+
+COMMANDS = {"tasks": cmd_tasks, "evaluate": cmd_evaluate, "calibrate": cmd_calibrate}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from evaluator.calibrate import CalibrationError
+
+    args = build_parser().parse_args(argv)
+    console = Console(stderr=False)
+    try:
+        config = load_config(args.config, args.set)
+        return COMMANDS[args.command](args, config, console)
+    except (ConfigError, TaskError, CandidateError, CalibrationError, ValueError) as e:
+        print(f"pesflow {args.command}: {e}", file=sys.stderr)  # one line, never wrapped
+        return 2
+    except KeyboardInterrupt:
+        print("pesflow: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""pesflow's configuration: configs/default.yaml, then --config FILE, then --set key=value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from evaluator.config import EvaluatorConfig
+
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "default.yaml"
+
+
+class ConfigError(Exception):
+    """One line naming the bad key and the fix."""
+
+
+class Config(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tasks_roots: list[str] = Field(default_factory=list)
+    evaluator: EvaluatorConfig = Field(default_factory=EvaluatorConfig)
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except OSError as e:
+        raise ConfigError(f"config {path}: cannot be read ({e.strerror}); check the path") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config {path}: not valid YAML ({str(e).splitlines()[0]}); fix the file") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config {path}: must be a mapping of keys to values")
+    return data
+
+
+def parse_set(item: str) -> dict[str, Any]:
+    """`a.b.c=value` -> {"a": {"b": {"c": value}}}, value read as a YAML scalar."""
+    key, sep, raw = item.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--set {item!r}: expected key=value, e.g. --set evaluator.grader=hidden")
+    value: Any = yaml.safe_load(raw) if raw.strip() else ""
+    for part in reversed(key.strip().split(".")):
+        value = {part: value}
+    return value
+
+
+def load_config(path: str | Path | None = None, sets: list[str] = ()) -> Config:  # type: ignore[assignment]
+    data = _read_yaml(DEFAULT_CONFIG) if DEFAULT_CONFIG.is_file() else {}
+    if path:
+        data = _merge(data, _read_yaml(Path(path)))
+    for item in sets:
+        data = _merge(data, parse_set(item))
+    try:
+        return Config.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = ".".join(str(x) for x in err["loc"])
+        got = f" (got {err['input']!r})" if err["type"] != "missing" else ""
+        hint = "remove it or check its spelling in configs/default.yaml" if err["type"] == "extra_forbidden" else "see configs/default.yaml"
+        raise ConfigError(f"config key {key}: {err['msg']}{got}; {hint}") from None

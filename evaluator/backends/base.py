@@ -1,0 +1,57 @@
+"""What every grading backend offers: prepare once per package, grade many, close."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from evaluator.task import Task
+
+
+class InfraError(Exception):
+    """Our machinery or the machine failed; never reported as the candidate's fault."""
+
+
+@dataclass
+class Prepared:
+    """A package made ready to grade; opaque to callers beyond these fields."""
+
+    task: Task
+    key: str
+    seconds: float  # what preparing cost (0 when it came from the cache)
+    cached: bool
+    warnings: list[str] = field(default_factory=list)
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class GradeRequest:
+    files: dict[str, str | None]  # scope files to write over the baseline (None: delete)
+    grader: str  # "dev" | "hidden"
+    env: dict[str, str]  # extra environment for the grader (verify mode, patch paths)
+    reviewer_files: dict[str, Path]  # name -> host path, made visible read-only to the grader
+    timeout: float
+    out_dir: Path  # where the grader's logs are copied
+
+
+@dataclass
+class GradeRun:
+    reward: dict[str, Any] | None  # the grader's verdict file, parsed
+    returncode: int
+    timed_out: bool
+    seconds: float
+    output: str
+    infra_error: str | None = None
+
+
+class Backend(Protocol):
+    name: str
+
+    def prepare(self, task: Task) -> Prepared: ...
+
+    def baseline_text(self, prepared: Prepared, rel: str) -> str | None: ...
+
+    def grade(self, prepared: Prepared, request: GradeRequest) -> GradeRun: ...
+
+    def close(self) -> None: ...

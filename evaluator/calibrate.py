@@ -1,0 +1,136 @@
+"""Re-measure a task's anchor on this machine: the oracle against the frozen baseline.
+
+The oracle goes through the hidden grader exactly as a candidate would, several times; the
+median speedup becomes tests/ref_speedup.txt (digits only), and the conditions and every
+figure go to tests/ref_speedup.caveat.md so that nobody mistakes where the number came from.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import statistics
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from evaluator.grader import Evaluator
+from evaluator.task import Task
+from evaluator.verdict import Verdict
+
+# The oracle is measured before an anchor exists, so these gates say nothing about it.
+ANCHOR_GATES = {"ref_speedup_invalid", "anchor_missing", "speedup_not_above_anchor"}
+
+
+class CalibrationError(Exception):
+    pass
+
+
+class Calibration(BaseModel):
+    task: str
+    speedups: list[float]
+    median: float
+    spread: float  # (max - min) / median
+    hardware: str
+    previous: float | None
+    previous_source: str
+    written: list[str]
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def measure(ev: Evaluator, task: Task, repeats: int) -> list[Verdict]:
+    verdicts = []
+    for _ in range(repeats):
+        v = ev.evaluate(task, mode="oracle", grader="hidden")
+        blocking = [r for r in v.hard_fail_reasons if r not in ANCHOR_GATES]
+        if v.status.value not in ("ok", "hard_fail") or blocking or not v.speedup:
+            raise CalibrationError(f"{task.name}: the oracle did not grade cleanly ({v.status.value}: {', '.join(blocking) or v.message}); log: {v.log_dir}")
+        verdicts.append(v)
+    return verdicts
+
+
+def calibrate(ev: Evaluator, task: Task, repeats: int = 3, write: bool = True) -> Calibration:
+    if repeats < 3:
+        raise CalibrationError("calibrate needs at least 3 repeats (--repeats 3 or more)")
+    verdicts = measure(ev, task, repeats)
+    speedups = [float(v.speedup) for v in verdicts if v.speedup]
+    med = statistics.median(speedups)
+    hardware = verdicts[0].hardware or f"cpu:{cpu_model()}"
+    if hardware.lower().startswith("cpu") and ":" not in hardware:
+        hardware = f"cpu:{cpu_model()}"
+    cal = Calibration(task=task.name, speedups=speedups, median=round(med, 6),
+                      spread=round((max(speedups) - min(speedups)) / med, 4), hardware=hardware,
+                      previous=task.anchor.value, previous_source=task.anchor.source, written=[])
+    if write:
+        cal.written = _write(task, cal, ev)
+    return cal
+
+
+def _write(task: Task, cal: Calibration, ev: Evaluator) -> list[str]:
+    written = []
+    tests = task.tests_dir
+    (tests / "ref_speedup.txt").write_text(f"{cal.median:.4f}\n")
+    written.append(str(tests / "ref_speedup.txt"))
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    numpy_version = _numpy_version()
+    caveat = f"""# ref_speedup: where this number comes from
+
+`tests/ref_speedup.txt` = **{cal.median:.4f}**, the median speedup of the reviewer's oracle
+(solution/) over the frozen baseline, measured by this package's own hidden grader
+(`bash /tests/test.sh`, KERNELBENCH_VERIFY_MODE=oracle) through `pesflow calibrate`.
+
+- measured: {when}
+- hardware: {cal.hardware}
+- machine: {platform.machine()}, {_cores()} cores, Linux {platform.release()}
+- software: Python {sys.version.split()[0]}, numpy {numpy_version}, pesflow backend `{ev.backend.name}`
+  (the host's software standing in for the image's)
+- runs: {len(cal.speedups)}; speedups {", ".join(f"{s:.4f}" for s in cal.speedups)}; spread (max-min)/median = {cal.spread:.2%}
+- previous anchor: {cal.previous} (from {cal.previous_source})
+
+Speedups are hardware-specific: a reward computed against this anchor on other hardware
+means little. Re-measure there with `pesflow calibrate {task.name}` before comparing scores.
+"""
+    (tests / "ref_speedup.caveat.md").write_text(caveat)
+    written.append(str(tests / "ref_speedup.caveat.md"))
+    manifest = task.root / "environment" / "verifier-correctness-manifest.json"
+    if manifest.is_file():
+        data = json.loads(manifest.read_text())
+        if isinstance(data, dict) and "ref_speedup" in data:
+            data["ref_speedup"] = round(cal.median, 4)
+            manifest.write_text(json.dumps(data, indent=2) + "\n")
+            written.append(str(manifest))
+    toml = task.root / "task.toml"
+    text = toml.read_text()
+    new = re.sub(r"(?m)^(ref_speedup\s*=\s*)[0-9.eE+-]+", lambda m: f"{m.group(1)}{cal.median:.4f}", text, count=1)
+    new = re.sub(r'(?m)^(calibrated_on\s*=\s*)".*"', lambda m: f'{m.group(1)}"{cal.hardware} (pesflow calibrate, {when})"', new, count=1)
+    if new != text:
+        toml.write_text(new)
+        written.append(str(toml))
+    return written
+
+
+def _numpy_version() -> str:
+    try:
+        import numpy
+
+        return numpy.__version__
+    except ImportError:
+        return "absent"
+
+
+def _cores() -> int:
+    import os
+
+    return os.cpu_count() or 1

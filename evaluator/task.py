@@ -1,0 +1,288 @@
+"""Task packages in the Φ-Bench layout (shared/FORMAT.md): find one by name, read it.
+
+A package is found as `<root>/<bench>/<dir>/task/` (kfc, e2e) or `<root>/<bench>/<dir>/`
+(lh), where a root is a benchmark checkout's `tasks/` folder or pesflow's own `tasks/`.
+Explicit roots win over the bundled packages of the same name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+BUNDLED_TASKS = Path(__file__).resolve().parent.parent / "tasks"
+TASKS_PATH_ENV = "PESFLOW_TASKS_PATH"
+# Never part of the image: the hidden grader and the reviewer's answers.
+NOT_IN_IMAGE = ("tests", "solution")
+
+
+class TaskError(Exception):
+    """A task that cannot be found or read; the message is one line naming the fix."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # unknown keys are ignored, by the format
+
+
+class _TaskSection(_Section):
+    id: str | None = None
+    bench: str | None = None
+    kind: str | None = None
+    title: str | None = None
+    instruction: str = "instruction.md"
+
+
+class _EnvironmentSection(_Section):
+    docker_image: str | None = None
+    dockerfile: str = "environment/Dockerfile"
+    build_timeout_sec: float = 3600
+    cpus: float | None = None
+    memory_mb: int | None = None
+    gpus: int = 0
+    gpu_types: list[str] = Field(default_factory=list)
+    gpu_memory_gb: float | None = None
+    allow_internet: bool = False
+
+
+class _VerifierSection(_Section):
+    entrypoint: str = "tests/test.sh"
+    timeout_sec: float = 1800
+    task_kind: str | None = None
+    timing_metric: str | None = None
+    candidate_source_root: str = "/app/repo"
+    primary_edit_paths: list[str] = Field(default_factory=list)
+    forbidden_edit_paths: list[str] = Field(default_factory=list)
+    result_paths: list[str] = Field(default_factory=lambda: ["/logs/verifier/reward.json"])
+
+
+class _MetricSection(_Section):
+    name: str | None = None
+    goal: str | None = None
+    metric_kind: str | None = None
+    reward_formula: str | None = None
+    ref_speedup: float | None = None
+    calibrated_on: str | None = None
+    correctness_gates: list[str] = Field(default_factory=list)
+
+    @field_validator("ref_speedup", mode="before")
+    @classmethod
+    def _digits(cls, v: Any) -> Any:
+        return float(v) if isinstance(v, str) and v.strip() else (None if v == "" else v)
+
+
+class _LoopSection(_Section):
+    min_submissions: int = 1
+    max_submissions: int = 1
+    submit: str = "bash /opt/loop/submit.sh"
+
+
+class TaskToml(_Section):
+    schema_version: str = "2.0"
+    task: _TaskSection = Field(default_factory=_TaskSection)
+    environment: _EnvironmentSection = Field(default_factory=_EnvironmentSection)
+    verifier: _VerifierSection = Field(default_factory=_VerifierSection)
+    primary_metric: _MetricSection = Field(default_factory=_MetricSection)
+    loop: _LoopSection = Field(default_factory=_LoopSection)
+
+
+class Anchor(BaseModel):
+    value: float | None
+    source: str  # "tests/ref_speedup.txt", a manifest path, "task.toml" or "none"
+    calibrated_on: str | None = None
+
+
+class Task(BaseModel):
+    """Everything pesflow needs to know about one package, read once."""
+
+    name: str  # "<bench>/<dir>"
+    bench: str
+    dir: str
+    root: Path
+    layout: Literal["task/", "flat"]
+    toml: TaskToml
+    scope: list[str]  # paths relative to the candidate source root
+    anchor: Anchor
+    reward_class: Literal["performance", "implementation"]
+    content_hash: str
+
+    @property
+    def source_root(self) -> str:
+        return self.toml.verifier.candidate_source_root.rstrip("/") or "/app/repo"
+
+    @property
+    def dockerfile(self) -> Path:
+        return self.root / self.toml.environment.dockerfile
+
+    @property
+    def tests_dir(self) -> Path:
+        return self.root / "tests"
+
+    @property
+    def gpus(self) -> int:
+        return self.toml.environment.gpus
+
+    @property
+    def max_submissions(self) -> int:
+        return self.toml.loop.max_submissions
+
+    @property
+    def forbidden(self) -> list[str]:
+        return self.toml.verifier.forbidden_edit_paths
+
+    def instruction(self) -> str:
+        return (self.root / self.toml.task.instruction).read_text()
+
+    def reviewer_artifact(self, kind: Literal["oracle", "negative", "baseline2"]) -> Path | None:
+        """The reviewer's patch (or single-file variant) for a mode, wherever the package keeps it."""
+        names = [f"solution/{kind}.patch", f"{kind}.patch", f"solution/kernel_{kind}.py"]
+        for rel in names:
+            p = self.root / rel
+            if p.is_file():
+                return p
+        return None
+
+
+def task_roots(explicit: list[str | Path] | None = None) -> list[Path]:
+    """Roots to search, highest priority first: --tasks-root, PESFLOW_TASKS_PATH, bundled."""
+    roots: list[Path] = [Path(r) for r in (explicit or [])]
+    roots += [Path(p) for p in os.environ.get(TASKS_PATH_ENV, "").split(os.pathsep) if p]
+    roots.append(BUNDLED_TASKS)
+    out: list[Path] = []
+    for r in roots:
+        r = r.expanduser().resolve()
+        # A benchmark checkout's root is accepted as well as its tasks/ folder.
+        if (r / "tasks").is_dir() and not any((r / b).is_dir() for b in ("kfc", "lh", "e2e")):
+            r = r / "tasks"
+        if r not in out:
+            out.append(r)
+    return out
+
+
+def package_root_in(root: Path, name: str) -> Path | None:
+    bench_dir = root / name
+    for candidate in (bench_dir / "task", bench_dir):
+        if (candidate / "task.toml").is_file():
+            return candidate
+    return None
+
+
+def find_task(name: str, roots: list[str | Path] | None = None) -> Path:
+    """Resolve `<bench>/<dir>` (or a package folder path) to its package root."""
+    direct = Path(name).expanduser()
+    if (direct / "task.toml").is_file():
+        return direct.resolve()
+    if name.count("/") != 1 or name.startswith("/"):
+        raise TaskError(f"task name {name!r} is not of the form <bench>/<dir> (e.g. kfc/ssm-selective-scan-firstorder) nor a package folder")
+    searched = task_roots(roots)
+    for root in searched:
+        found = package_root_in(root, name)
+        if found is not None:
+            return found
+    where = ", ".join(str(r) for r in searched)
+    raise TaskError(
+        f"task {name!r} not found in {where}; pass --tasks-root <Φ-Bench checkout>/tasks or set {TASKS_PATH_ENV} (see `pesflow tasks`)"
+    )
+
+
+def package_hash(root: Path, exclude_top: tuple[str, ...] = ()) -> str:
+    """sha256 over every file's relative path, exec bit and bytes (symlinks by target)."""
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        rel = p.relative_to(root)
+        if rel.parts[0] in exclude_top or "__pycache__" in rel.parts or p.suffix == ".pyc":
+            continue
+        if p.is_symlink():
+            h.update(f"L {rel} {os.readlink(p)}\n".encode())
+        elif p.is_file():
+            h.update(f"F {rel} {os.access(p, os.X_OK)}\n".encode())
+            h.update(hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def _read_toml(path: Path) -> TaskToml:
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise TaskError(f"{path}: not valid TOML ({e}); fix the file") from None
+    except OSError as e:
+        raise TaskError(f"{path}: cannot be read ({e.strerror})") from None
+    try:
+        return TaskToml.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = err["loc"]
+        field = f"[{loc[0]}].{'.'.join(str(x) for x in loc[1:])}" if len(loc) > 1 else str(loc[0])
+        raise TaskError(f"{path}: field {field}: {err['msg']} (got {err.get('input')!r}); fix that field") from None
+
+
+def _scope(toml: TaskToml, path: Path) -> list[str]:
+    root = toml.verifier.candidate_source_root.rstrip("/") or "/app/repo"
+    out = []
+    for p in toml.verifier.primary_edit_paths:
+        rel = p[len(root) + 1 :] if p.startswith(root + "/") else p
+        if rel.startswith("/") or ".." in Path(rel).parts or not rel:
+            raise TaskError(f"{path}: field [verifier].primary_edit_paths: {p!r} is outside {root}; list paths under the source root")
+        out.append(rel)
+    return out
+
+
+def read_anchor(root: Path, toml: TaskToml) -> Anchor:
+    """The anchor as the grader resolves it: tests/ref_speedup.txt, then the manifest, then task.toml."""
+    cal = toml.primary_metric.calibrated_on
+    txt = root / "tests" / "ref_speedup.txt"
+    if txt.is_file():
+        digits = "".join(c for c in txt.read_text() if c.isdigit() or c == ".")
+        try:
+            return Anchor(value=float(digits), source="tests/ref_speedup.txt", calibrated_on=cal)
+        except ValueError:
+            raise TaskError(f"{txt}: holds no number ({txt.read_text()[:40]!r}); write the anchor's digits only, e.g. 3.2") from None
+    for rel in ("environment/verifier-correctness-manifest.json", "tests/verifier-correctness-manifest.json"):
+        man = root / rel
+        if man.is_file():
+            try:
+                v = json.loads(man.read_text()).get("ref_speedup")
+            except (json.JSONDecodeError, AttributeError):
+                raise TaskError(f"{man}: not a JSON object; fix the file or remove it") from None
+            if v is not None:
+                return Anchor(value=float(v), source=rel, calibrated_on=cal)
+    if toml.primary_metric.ref_speedup is not None:
+        return Anchor(value=toml.primary_metric.ref_speedup, source="task.toml", calibrated_on=cal)
+    return Anchor(value=None, source="none", calibrated_on=cal)
+
+
+def load_task(name: str, roots: list[str | Path] | None = None) -> Task:
+    root = find_task(name, roots)
+    toml_path = root / "task.toml"
+    toml = _read_toml(toml_path)
+    layout: Literal["task/", "flat"] = "task/" if root.name == "task" and (root.parent / "task").is_dir() else "flat"
+    pkg_dir = root.parent if layout == "task/" else root
+    bench, dir_ = pkg_dir.parent.name, pkg_dir.name
+    if "/" in name and not Path(name).is_dir():
+        bench, dir_ = name.split("/")
+    instruction = root / toml.task.instruction
+    if not instruction.is_file():
+        raise TaskError(f"{toml_path}: field [task].instruction: {instruction} does not exist; add the file or fix the field")
+    if not (root / toml.environment.dockerfile).is_file():
+        raise TaskError(f"{toml_path}: field [environment].dockerfile: {root / toml.environment.dockerfile} does not exist; fix the field")
+    kind = (toml.verifier.task_kind or toml.task.kind or "").lower()
+    reward_class: Literal["performance", "implementation"] = (
+        "implementation" if kind in ("implementation", "correctness") else "performance"
+    )
+    return Task(
+        name=f"{bench}/{dir_}",
+        bench=bench,
+        dir=dir_,
+        root=root,
+        layout=layout,
+        toml=toml,
+        scope=_scope(toml, toml_path),
+        anchor=read_anchor(root, toml),
+        reward_class=reward_class,
+        content_hash=package_hash(root),
+    )

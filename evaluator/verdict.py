@@ -1,0 +1,121 @@
+"""The typed result of grading one thing once."""
+
+from __future__ import annotations
+
+import json
+import math
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class Status(str, Enum):
+    ok = "ok"  # graded, whatever the reward
+    hard_fail = "hard_fail"  # the grader's gates (or a candidate that cannot be applied)
+    scope_violation = "scope_violation"  # refused before anything ran
+    timeout = "timeout"  # the task's time limit, enforced on the whole process tree
+    grader_error = "grader_error"  # the task's grader broke (no readable verdict)
+    infra_error = "infra_error"  # our machinery or the machine failed: never the candidate's fault
+
+
+class Tests(BaseModel):
+    passed: int = 0
+    total: int = 0
+
+
+class PackageRef(BaseModel):
+    name: str
+    path: str
+    content_hash: str
+
+
+class Verdict(BaseModel):
+    task: str
+    mode: str
+    backend: str
+    grader: str  # "dev" or "hidden"
+    status: Status
+    reward: float = 0.0
+    speedup: float | None = None
+    ref_speedup: float | None = None
+    hard_fail_reasons: list[str] = Field(default_factory=list)
+    tests: Tests = Field(default_factory=Tests)
+    cv: Any = None
+    hardware: str | None = None
+    seconds: float = 0.0
+    log_dir: str | None = None
+    candidate_hash: str | None = None
+    package: PackageRef | None = None
+    message: str = ""  # one line on what happened, for people
+    raw: dict[str, Any] = Field(default_factory=dict)  # the grader's reward.json as written
+
+    @property
+    def correct(self) -> bool:
+        return self.status == Status.ok and not self.hard_fail_reasons
+
+
+def _num(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _reasons(raw: dict[str, Any]) -> list[str]:
+    for key in ("hard_fail_reasons", "hard_fails"):
+        v = raw.get(key)
+        if isinstance(v, str):
+            return [s for s in v.replace(",", " ").split() if s]
+        if isinstance(v, list):
+            return [str(s) for s in v if str(s)]
+    return []
+
+
+def _tests(raw: dict[str, Any]) -> Tests:
+    t = raw.get("tests")
+    if isinstance(t, dict):
+        return Tests(passed=int(_num(t.get("passed")) or 0), total=int(_num(t.get("total")) or 0))
+    return Tests()
+
+
+def from_reward_json(raw: dict[str, Any], **fields: Any) -> Verdict:
+    """A verdict from the grader's reward.json; its fields may be strings, lists or numbers."""
+    reasons = _reasons(raw)
+    correctness = raw.get("gates", {}).get("correctness_ok") if isinstance(raw.get("gates"), dict) else None
+    if correctness is False and not reasons:
+        reasons = ["correctness_failed"]
+    hardware = raw.get("actual_hardware_type") or raw.get("hardware")
+    return Verdict(
+        status=Status.hard_fail if reasons else Status.ok,
+        reward=_num(raw.get("reward")) or 0.0,
+        speedup=_num(raw.get("speedup")),
+        ref_speedup=_num(raw.get("ref_speedup")),
+        hard_fail_reasons=reasons,
+        tests=_tests(raw),
+        cv=raw.get("cv"),
+        hardware=str(hardware) if hardware else None,
+        raw=raw,
+        **fields,
+    )
+
+
+def read_reward_file(path: Path) -> dict[str, Any] | None:
+    """reward.json as a dict, or None. Never follows a symlink a candidate may have planted."""
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > 4 << 20:
+            return None
+        text = path.read_text(errors="replace").strip()
+    except OSError:
+        return None
+    # Some graders print more than one JSON line; the last object is the verdict.
+    for line in [text, *reversed(text.splitlines())]:
+        try:
+            v = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(v, dict):
+            return v
+    return None

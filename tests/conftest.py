@@ -1,0 +1,37 @@
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "tasks"
+REPO = Path(__file__).resolve().parent.parent
+
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("unshare") is None, reason="the local backend needs root and unshare"
+)
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> Path:
+    # One prepared-layer cache for the whole session: preparing is what is slow.
+    return Path(os.environ.get("PESFLOW_TEST_CACHE") or tmp_path_factory.mktemp("pesflow-cache"))
+
+
+@pytest.fixture(scope="session")
+def evaluator(cache_dir, tmp_path_factory):
+    from evaluator.config import EvaluatorConfig, LocalConfig
+    from evaluator.grader import Evaluator
+
+    cfg = EvaluatorConfig(local=LocalConfig(cache_dir=str(cache_dir)))
+    ev = Evaluator(cfg, tasks_roots=[FIXTURES], log_root=tmp_path_factory.mktemp("evaluations"))
+    yield ev
+    ev.close()
+
+
+@pytest.fixture
+def toy_package(tmp_path) -> Path:
+    """A private copy of the toy package, to break or edit without touching the fixture."""
+    dest = tmp_path / "tasks" / "kfc" / "toy-sum"
+    shutil.copytree(FIXTURES / "kfc" / "toy-sum", dest)
+    return dest / "task"
