@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -69,16 +70,13 @@ def cmd_tasks(args: argparse.Namespace, config, console: Console) -> int:  # noq
     if args.json:
         print(json.dumps(rows))
         return 0
-    table = Table(title=f"{len(rows)} tasks ({sum(1 for r in rows if r['location'])} found)", show_lines=False)
-    for col in ("task", "class", "gpus", "budget", "anchor", "found at"):
-        table.add_column(col, overflow="fold")
+    # Plain aligned lines, never wrapped: easy to read and to grep.
+    print(f"{len(rows)} tasks, {sum(1 for r in rows if r['location'])} found here")
+    print(f"{'task':58} {'class':14} {'gpus':>4} {'budget':>6} {'anchor':>12}  found at")
     for r in rows:
-        where = r["location"] or "-"
-        if r.get("bundled") and r["location"] and "/tasks/" in where:
-            where = ("bundled: " if where.startswith(str(Path(__file__).resolve().parent.parent)) else "") + where
-        table.add_row(r["name"], str(r.get("reward_class") or "?"), str(r.get("gpus", "?")),
-                      str(r.get("max_submissions", "?")), str(r.get("ref_speedup") or "-"), where)
-    console.print(table)
+        anchor = f"{r['ref_speedup']:.6g}" if r.get("ref_speedup") else "-"
+        print(f"{r['name']:58} {str(r.get('reward_class') or '?'):14} {str(r.get('gpus', '?')):>4} "
+              f"{str(r.get('max_submissions', '?')):>6} {anchor:>12}  {r['location'] or '-'}")
     return 0
 
 
@@ -128,6 +126,7 @@ COMMANDS = {"tasks": cmd_tasks, "evaluate": cmd_evaluate, "calibrate": cmd_calib
 def main(argv: list[str] | None = None) -> int:
     from evaluator.calibrate import CalibrationError
 
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `pesflow tasks | head` ends quietly
     args = build_parser().parse_args(argv)
     console = Console(stderr=False)
     try:

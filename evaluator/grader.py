@@ -142,10 +142,11 @@ class Evaluator:
             return finish(Verdict(status=Status.timeout, hard_fail_reasons=[f"timeout_after_{timeout:g}s"],
                                   message=f"the grader ran past {timeout:g} s and was killed with everything it started", **base))
         if run.reward is None:
-            tail = [ln for ln in run.output.strip().splitlines() if ln.strip()][-1:] or ["no output"]
+            tail = [ln for ln in run.output.strip().splitlines() if ln.strip() and not ln.startswith("@@pesflow:")][-1:] or ["no output"]
             return finish(Verdict(status=Status.grader_error,
                                   message=f"the grader wrote no readable verdict (exit {run.returncode}): {tail[0][:300]}", **base))
-        verdict = from_reward_json(run.reward, **{k: v for k, v in base.items() if k != "ref_speedup"})
+        verdict = from_reward_json(run.reward, grader_seconds=run.grader_seconds,
+                                   **{k: v for k, v in base.items() if k != "ref_speedup"})
         if verdict.ref_speedup is None:
             verdict.ref_speedup = task.anchor.value
         verdict.message = "graded" if verdict.status == Status.ok else "hard fail: " + ", ".join(verdict.hard_fail_reasons)

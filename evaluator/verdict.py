@@ -44,7 +44,8 @@ class Verdict(BaseModel):
     tests: Tests = Field(default_factory=Tests)
     cv: Any = None
     hardware: str | None = None
-    seconds: float = 0.0
+    seconds: float = 0.0  # wall time of the whole evaluation, preparing included
+    grader_seconds: float | None = None  # of which the task's grader itself ran
     log_dir: str | None = None
     candidate_hash: str | None = None
     package: PackageRef | None = None

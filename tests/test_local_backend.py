@@ -159,3 +159,12 @@ def test_prepared_layer_is_reused(evaluator):
 
     fresh = LocalBackend(evaluator.config.local)  # a new backend object, same cache on disk
     assert fresh.prepare(task).cached
+
+
+def test_hidden_paths_keep_the_hosts_python_reachable(tmp_path):
+    from evaluator.backends.local import hidden_paths
+
+    for d in ("repo/.venv/bin", "repo/tasks", "repo/tests", "other"):
+        (tmp_path / d).mkdir(parents=True)
+    got = hidden_paths([tmp_path / "repo", tmp_path / "other"], keep=[tmp_path / "repo/.venv/bin"])
+    assert got == [str(tmp_path / "repo/tasks"), str(tmp_path / "repo/tests"), str(tmp_path / "other")]

@@ -42,6 +42,7 @@ class GradeRun:
     timed_out: bool
     seconds: float
     output: str
+    grader_seconds: float | None = None  # the grader's own run time, measured inside the sandbox
     infra_error: str | None = None
 
 

@@ -40,11 +40,36 @@ from evaluator.verdict import read_reward_file
 BACKEND_VERSION = "local-3"  # bump to invalidate prepared layers when the replay changes
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 READY = "@@pesflow:ready"
+TIMED = "@@pesflow:grader_ns="
 _INSTALL = re.compile(
     r"\b(apt-get|apt|apk|yum|dnf|microdnf|conda|mamba|micromamba|npm)\s+(-\S+\s+)*(update|install|upgrade|add)\b"
     r"|\bpip[0-9.]*\s+(-\S+\s+)*install\b|-m\s+pip\s+install\b|\buv\s+pip\s+install\b|\b(curl|wget)\s"
 )
 _VENV = re.compile(r"(-m\s+venv)(?![^\n;&|]*--system-site-packages)")
+
+
+PESFLOW_TREE = BUNDLED_TASKS.parent
+_NEVER_HIDE = {"/", "/usr", "/etc", "/bin", "/lib", "/lib64", "/sbin", "/var", "/opt", "/root", "/proc", "/dev", "/sys"}
+
+
+def hidden_paths(paths: list[Path], keep: list[Path], depth: int = 4) -> list[str]:
+    """The folders to cover, keeping every `keep` path (the host's python) reachable: a folder
+    that holds one is not covered itself, its other children are (down to `depth` levels)."""
+    out: list[str] = []
+
+    def visit(p: Path, level: int) -> None:
+        if str(p) in _NEVER_HIDE or str(p) in out or not p.is_dir():
+            return
+        if not any(k == p or p in k.parents for k in keep):
+            out.append(str(p))
+        elif level < depth:
+            for child in sorted(p.iterdir()):
+                if child.is_dir() and not child.is_symlink():
+                    visit(child, level + 1)
+
+    for p in paths:
+        visit(Path(os.path.abspath(p)), 0)
+    return out
 
 
 def is_install_step(script: str) -> bool:
@@ -69,18 +94,12 @@ class LocalBackend:
 
     # ---------------------------------------------------------------- helpers
     def _hidden(self, task: Task) -> list[str]:
-        """Host paths a candidate must not see: packages (tests, answers), the cache, the runs."""
-        paths = [self.cache.parent, BUNDLED_TASKS, task.root.parent.parent, task.root, *self.extra_hidden]
+        """Host paths a candidate must not see: pesflow's own tree (its tasks, tests, answers),
+        the task packages, the cache, the runs, and the configured private folders."""
+        paths = [self.cache.parent, PESFLOW_TREE, task.root.parent.parent, task.root, *self.extra_hidden]
         paths += [Path(p) for p in self.config.hide_paths]
         keep = [host_python().parent, *map(Path, host_site_packages())]
-        out: list[str] = []
-        for p in paths:
-            p = Path(os.path.abspath(p))
-            if str(p) in ("/", "/usr", "/etc", "/bin", "/lib", "/root") or any(k == p or p in k.parents for k in keep):
-                continue  # hiding it would hide the host's python itself
-            if str(p) not in out:
-                out.append(str(p))
-        return out
+        return hidden_paths(paths, keep)
 
     def _key(self, task: Task) -> str:
         h = hashlib.sha256()
@@ -140,6 +159,8 @@ class LocalBackend:
             for name, host in request.reviewer_files.items():
                 binds.append((host, f"/.pesflow-reviewer/{name}"))
             command, results = _grader_command(request.grader, meta)
+            # Time the grader itself from inside, so that our own overhead can be told apart.
+            command = f"t0=$(date +%s%N); {command}; rc=$?; echo; echo {TIMED}$(( $(date +%s%N) - t0 )); exit $rc"
             env = {**meta["env"], "HOME": "/root", **request.env}
             script = sandbox.mount_root_script(
                 lower=run_dir / "base", upper=run_dir / "upper", work=run_dir / "work", root=run_dir / "root",
@@ -161,12 +182,18 @@ class LocalBackend:
                 if reward is not None:
                     break
             (request.out_dir / "grader_output.log").write_text(res.output)
-            return GradeRun(reward, res.returncode, res.timed_out, res.seconds, res.output)
+            return GradeRun(reward, res.returncode, res.timed_out, res.seconds, res.output,
+                            grader_seconds=_grader_seconds(res.output))
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
 
     def close(self) -> None:  # nothing warm to release: layers stay cached on disk
         pass
+
+
+def _grader_seconds(output: str) -> float | None:
+    found = re.findall(re.escape(TIMED) + r"(\d+)", output)
+    return int(found[-1]) / 1e9 if found else None
 
 
 def _last_line(text: str) -> str:
@@ -177,13 +204,13 @@ def _last_line(text: str) -> str:
 def _grader_command(grader: str, meta: dict[str, Any]) -> tuple[str, list[str]]:
     """The command for a grader, and where its verdict lands (first existing wins)."""
     if grader == "hidden":
-        return "exec bash /tests/test.sh", ["/logs/verifier/reward.json"]
+        return "bash /tests/test.sh", ["/logs/verifier/reward.json"]
     loop = meta.get("dev_engine")
     if loop == "score_engine":
-        return ("export LOOP_DEV_OUT=/logs/loop/dev; exec bash /opt/loop/score_engine.sh",
+        return ("export LOOP_DEV_OUT=/logs/loop/dev; bash /opt/loop/score_engine.sh",
                 ["/logs/loop/dev/reward.json", "/logs/verifier/reward.json"])
     if loop:
-        return f"exec bash {loop}", ["/logs/verifier/reward.json", "/logs/loop/dev/reward.json"]
+        return f"bash {loop}", ["/logs/verifier/reward.json", "/logs/loop/dev/reward.json"]
     raise InfraError("this package has no dev engine in /opt/loop (score_engine.sh or private/*/test.sh); use --grader hidden")
 
 

@@ -1,0 +1,645 @@
+"""pesflow's population database: islands, MAP-Elites cells, parent sampling, checkpoints.
+
+What it holds
+-------------
+Every graded candidate is a `Solution`, kept for the whole run (`all()`), failures included
+(`failures()`: status != ok or hard fails). Only correct solutions with a positive, finite
+speedup (`fitness`) become *members* of an island, and only members are parents or
+inspirations. A correct solution without a usable speedup is stored but never a member:
+there is nothing to rank it by. A solution whose `duplicate_of` is set (same code as an
+earlier one, verdict reused) is stored but never a member, never in a cell, never in
+`best()`/`top()` and never returned by `by_hash()`: the code is already there once.
+The baseline (round 0) is a member of every island and the parent of last resort.
+
+Features and cells
+------------------
+- code_lines: total lines of the scope files.
+- diff_lines: lines added plus lines removed against the baseline's scope files
+  (difflib, per file; a file present on one side only counts all its lines).
+Both are binned on a FIXED log2 scale tied to the baseline's line count L0, so a
+solution's cell never moves as the population grows:
+- code_lines: bin = bins//2 + floor(2*log2(code_lines / L0)), half-octave steps around the
+  baseline's size. With bins=4: < 0.71*L0, 0.71-1*L0, 1-1.41*L0, >= 1.41*L0.
+- diff_lines: with u = max(1, L0/16), bin = floor(log2(1 + diff_lines / u)). With bins=4
+  and L0=200: 0-12, 13-37, 38-87, >= 88 changed lines.
+Both are clamped to [0, bins-1]. A cell key is the bins joined by "-" ("2-1"); each island
+keeps per cell the member with the highest fitness (the first one on a tie). Cells are
+the elite archive: a member pushed out of an island's member list by
+`max_members_per_island` stays in its cell, and in `all()`.
+
+Selection (`sample`)
+--------------------
+Fitness is normalized over the island's members: min-max on log(speedup), all equal -> all
+1.0. Then, with one draw u: u < exploration_ratio -> uniform member; u < exploration +
+exploitation -> the island's best; otherwise Boltzmann weights exp(norm / temperature).
+Only the normalized value ever enters the Boltzmann weight, so multiplying every speedup
+by a constant changes nothing. Inspirations (distinct from the parent): the best other
+elite of the island's cells, then a random draw from the island's other cell elites, then
+if short from other islands' cell elites, then from the island's remaining members.
+Every draw comes from the caller's `random.Random`; candidate lists are ordered by the
+order of addition, so the same state and seed give the same picks.
+
+LoongFlow checkpoint layout (`write_loongflow_checkpoint`)
+---------------------------------------------------------
+Field names are those of LoongFlow's evolution memory: the `Solution` dataclass of
+`agentsdk/memory/evolution/base_memory.py` and `InMemory.save_checkpoint` in
+`agentsdk/memory/evolution/in_memory.py`, which writes dest/solutions/<solution_id>.json,
+dest/metadata.json and dest/best_solution.json. The directory is written under a temporary
+name next to dest, every file fsynced, then renamed into place: dest is either absent,
+the previous complete checkpoint, or the new complete one.
+
+solutions/<id>.json and best_solution.json (LoongFlow field <- pesflow):
+  solution_id   <- id
+  solution      <- the scope files concatenated, each after a "# ==== <path> ====" line
+                   (LoongFlow's field is a string, so the string form goes here; the
+                   path -> text object is metadata.files)
+  generate_plan <- plan
+  parent_id     <- parent_id, "" for none (LoongFlow's default)
+  island_id     <- island (0 is island 0)
+  iteration     <- round
+  timestamp     <- the order of addition (0, 1, 2, ...): LoongFlow only sorts by it
+  generation    <- depth in the parent chain (baseline 0)
+  sample_cnt    <- how many times `sample` returned it as a parent
+  sample_weight <- 0.0 (weights depend on the island and are recomputed at each sample)
+  score         <- fitness (speedup when correct), 0.0 otherwise (LoongFlow keeps
+                   score-0 solutions out of its population, as we keep failures out)
+  evaluation    <- JSON text of {status, speedup, reward, hard_fail_reasons,
+                   tests: {passed, total}, duplicate_of} (LoongFlow's field is a string)
+  summary       <- lessons
+  metadata      <- {files, content_hash, features, cell, MAP_Elite_feature (JSON list of
+                   bins, as LoongFlow stores it), correct, duplicate_of, evaluation (the
+                   same object as above, not encoded)}
+metadata.json: iteration and last_iteration (the round), num_islands, islands (member
+ids per island), island_feature_map (cell -> id per island), island_best_solution,
+elites (every cell elite), best_solution_id ("" when none), total_generated_solutions,
+total_valid_solutions (solutions with a fitness), counts, feature_dimensions,
+feature_bins, last_migration_generation (the last round that migrated), then the caller's extra_metadata keys (which may not reuse those names).
+best_solution.json is written only when there is a best, as LoongFlow does.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import math
+import os
+import random
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+STATUSES = ("ok", "hard_fail", "scope_violation", "timeout", "grader_error", "infra_error", "no_code")
+FEATURES = ("code_lines", "diff_lines")
+FORMAT = "pesflow.population/1"
+_STATE_KEYS = ("config", "baseline_files", "solutions", "members", "cells", "sample_counts", "last_migration")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # ids become file names in checkpoints
+
+
+class PopulationError(ValueError):
+    """One line naming the problem and the fix."""
+
+
+class UnknownSolution(PopulationError, KeyError):
+    def __str__(self) -> str:  # KeyError would print the message quoted
+        return str(self.args[0])
+
+
+class Solution(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    parent_id: str | None
+    island: int
+    round: int
+    files: dict[str, str]
+    content_hash: str
+    status: str
+    speedup: float | None = None
+    reward: float | None = None
+    hard_fail_reasons: list[str] = Field(default_factory=list)
+    tests_passed: int = 0
+    tests_total: int = 0
+    plan: str = ""
+    lessons: str = ""
+    duplicate_of: str | None = None
+    features: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("id")
+    @classmethod
+    def _id_ok(cls, v: str) -> str:
+        if not _ID.match(v):
+            raise ValueError(f"solution id {v!r} must be letters, digits, '.', '_' or '-' (it names a file)")
+        return v
+
+    @field_validator("status")
+    @classmethod
+    def _status_ok(cls, v: str) -> str:
+        if v not in STATUSES:
+            raise ValueError(f"status {v!r} is not one of {', '.join(STATUSES)}; pass the evaluator's status")
+        return v
+
+    @field_validator("island", "round")
+    @classmethod
+    def _non_negative(cls, v: int) -> int:
+        if v < 0:
+            raise ValueError(f"must be >= 0 (got {v})")
+        return v
+
+    @field_validator("speedup", "reward")
+    @classmethod
+    def _finite(cls, v: float | None) -> float | None:
+        # A checkpoint is strict JSON, and log(inf) would break normalization.
+        if v is not None and not math.isfinite(v):
+            raise ValueError(f"must be a finite number or None (got {v})")
+        return v
+
+    @property
+    def correct(self) -> bool:
+        return self.status == "ok" and not self.hard_fail_reasons
+
+    @property
+    def fitness(self) -> float | None:
+        if self.correct and self.speedup is not None and self.speedup > 0:
+            return self.speedup
+        return None
+
+
+class PopulationConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    islands: int = Field(2, ge=1)
+    features: list[str] = Field(default_factory=lambda: list(FEATURES))
+    bins: int = Field(4, ge=1)
+    temperature: float = Field(0.3, gt=0)  # on normalized fitness in [0, 1]
+    exploration_ratio: float = Field(0.2, ge=0, le=1)
+    exploitation_ratio: float = Field(0.3, ge=0, le=1)
+    inspirations: int = Field(2, ge=0)
+    migration_interval: int = Field(4, ge=0)  # rounds; 0 = never
+    migration_count: int = Field(1, ge=0)
+    max_members_per_island: int = Field(64, ge=1)
+
+    @field_validator("features")
+    @classmethod
+    def _known_features(cls, v: list[str]) -> list[str]:
+        bad = [f for f in v if f not in FEATURES]
+        if bad:
+            raise ValueError(f"unknown feature(s) {bad}; use some of {list(FEATURES)}")
+        if len(set(v)) != len(v):
+            raise ValueError(f"features {v} repeat a name; list each once")
+        return v
+
+    @model_validator(mode="after")
+    def _ratios(self) -> PopulationConfig:
+        if self.exploration_ratio + self.exploitation_ratio > 1:
+            raise ValueError("exploration_ratio + exploitation_ratio must be <= 1; lower one of them")
+        return self
+
+
+# ---------------------------------------------------------------- pure functions
+
+
+def code_lines(files: dict[str, str]) -> int:
+    return sum(len(text.splitlines()) for text in files.values())
+
+
+def diff_lines(baseline: dict[str, str], files: dict[str, str]) -> int:
+    """Lines added plus lines removed, file by file, as a diff stat counts them."""
+    total = 0
+    for path in sorted(set(baseline) | set(files)):
+        a = baseline.get(path, "").splitlines()
+        b = files.get(path, "").splitlines()
+        if a == b:
+            continue
+        ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+        total += sum((i2 - i1) + (j2 - j1) for tag, i1, i2, j1, j2 in ops if tag != "equal")
+    return total
+
+
+def feature_bin(name: str, value: float, baseline_lines: int, bins: int) -> int:
+    """The bin of one feature value on the fixed log2 scale described in the module docstring."""
+    l0 = max(baseline_lines, 1)
+    if name == "code_lines":
+        b = bins // 2 + math.floor(2 * math.log2(max(value, 1) / l0))
+    elif name == "diff_lines":
+        b = math.floor(math.log2(1 + max(value, 0) / max(1.0, l0 / 16)))
+    else:
+        raise PopulationError(f"unknown feature {name!r}; use one of {list(FEATURES)}")
+    return min(max(b, 0), bins - 1)
+
+
+def normalized_fitness(fitness: Sequence[float]) -> list[float]:
+    """Min-max of log(fitness) into [0, 1]; all equal -> all 1.0. Scale-free by construction."""
+    logs = [math.log(f) for f in fitness]
+    lo, hi = min(logs), max(logs)
+    if hi - lo <= 1e-12:
+        return [1.0] * len(logs)
+    return [(x - lo) / (hi - lo) for x in logs]
+
+
+def select_parent(
+    fitness: Sequence[float],
+    rng: random.Random,
+    *,
+    exploration_ratio: float,
+    exploitation_ratio: float,
+    temperature: float,
+) -> tuple[int, str]:
+    """Index of the chosen parent and how: "explore", "exploit" or "boltzmann".
+
+    Ties for the best go to the lowest index (callers order by addition).
+    """
+    if not fitness:
+        raise PopulationError("select_parent needs at least one candidate")
+    u = rng.random()
+    if u < exploration_ratio:
+        return rng.randrange(len(fitness)), "explore"
+    if u < exploration_ratio + exploitation_ratio:
+        return max(range(len(fitness)), key=lambda i: (fitness[i], -i)), "exploit"
+    norm = normalized_fitness(fitness)
+    # Shifted by the max so a small temperature cannot overflow; the ratios are unchanged.
+    weights = [math.exp((n - 1.0) / temperature) for n in norm]
+    return rng.choices(range(len(fitness)), weights=weights)[0], "boltzmann"
+
+
+def concatenated(files: dict[str, str]) -> str:
+    return "\n".join(f"# ==== {path} ====\n{files[path]}" for path in sorted(files))
+
+
+# ---------------------------------------------------------------- the database
+
+
+class Population:
+    def __init__(self, config: PopulationConfig, baseline_files: dict[str, str]):
+        self.config = config
+        self.baseline_files = dict(baseline_files)
+        self._baseline_lines = code_lines(self.baseline_files)
+        self._sols: dict[str, Solution] = {}  # insertion order is the order of addition
+        self._index: dict[str, int] = {}
+        self._first_by_hash: dict[str, str] = {}
+        self._baseline_id: str | None = None
+        self._members: list[list[str]] = [[] for _ in range(config.islands)]
+        self._cells: list[dict[str, str]] = [{} for _ in range(config.islands)]
+        self._sample_counts: dict[str, int] = {}
+        self._last_migration = 0  # a round migrates once, even if a resumed run asks again
+
+    # -- reading
+
+    def get(self, id: str) -> Solution:
+        try:
+            return self._sols[id]
+        except KeyError:
+            raise UnknownSolution(f"unknown solution id {id!r}; ids come from Population.all()") from None
+
+    def __contains__(self, id: object) -> bool:
+        return id in self._sols
+
+    def __len__(self) -> int:
+        return len(self._sols)
+
+    def all(self) -> list[Solution]:
+        return list(self._sols.values())
+
+    def failures(self) -> list[Solution]:
+        return [s for s in self._sols.values() if not s.correct]
+
+    def by_hash(self, content_hash: str) -> Solution | None:
+        sid = self._first_by_hash.get(content_hash)
+        return self._sols[sid] if sid is not None else None
+
+    def members(self, island: int) -> list[Solution]:
+        self._check_island(island)
+        return [self._sols[i] for i in self._ordered(self._members[island])]
+
+    def elites(self, island: int) -> dict[str, Solution]:
+        """Cell key -> the best member ever placed in that cell of this island."""
+        self._check_island(island)
+        return {key: self._sols[sid] for key, sid in self._cells[island].items()}
+
+    def cell_of(self, sol: Solution) -> str:
+        feats = sol.features or self._features(sol.files)
+        coords = [feature_bin(f, feats[f], self._baseline_lines, self.config.bins) for f in self.config.features]
+        return "-".join(map(str, coords)) or "_"
+
+    def top(self, n: int) -> list[Solution]:
+        if n < 0:
+            raise PopulationError(f"top(n) needs n >= 0 (got {n})")
+        ranked = [s for s in self._sols.values() if s.fitness is not None and s.duplicate_of is None]
+        ranked.sort(key=lambda s: (-s.fitness, self._index[s.id]))  # type: ignore[operator]
+        return ranked[:n]
+
+    def best(self) -> Solution | None:
+        top = self.top(1)
+        return top[0] if top else None
+
+    def island_for_round(self, round: int) -> int:
+        if round < 1:
+            raise PopulationError(f"island_for_round needs round >= 1 (got {round}); round 0 is the baseline")
+        return (round - 1) % self.config.islands
+
+    # -- writing
+
+    def add(self, sol: Solution) -> None:
+        if sol.id in self._sols:
+            raise PopulationError(f"solution id {sol.id!r} is already in the population; give each candidate a new id")
+        self._check_island(sol.island)
+        if sol.parent_id is not None and sol.parent_id not in self._sols:
+            raise PopulationError(f"solution {sol.id!r}: parent {sol.parent_id!r} is unknown; add the parent first")
+        if sol.duplicate_of is not None and sol.duplicate_of not in self._sols:
+            raise PopulationError(
+                f"solution {sol.id!r}: duplicate_of {sol.duplicate_of!r} is unknown; add the original first"
+            )
+        sol = sol.model_copy(deep=True, update={"features": self._features(sol.files)})
+        self._index[sol.id] = len(self._sols)
+        self._sols[sol.id] = sol
+        if sol.duplicate_of is None:
+            self._first_by_hash.setdefault(sol.content_hash, sol.id)
+        if sol.round == 0 and self._baseline_id is None:
+            self._baseline_id = sol.id
+        if sol.fitness is None or sol.duplicate_of is not None:
+            return
+        # The baseline seeds every island; everyone else lives where it was bred.
+        for island in range(self.config.islands) if sol.round == 0 else [sol.island]:
+            self._join(sol.id, island)
+
+    def sample(self, island: int, rng: random.Random) -> tuple[Solution, list[Solution]]:
+        self._check_island(island)
+        ids = self._ordered(self._members[island])
+        if ids:
+            fit = [self._sols[i].fitness for i in ids]
+            k, _ = select_parent(
+                fit,  # type: ignore[arg-type]
+                rng,
+                exploration_ratio=self.config.exploration_ratio,
+                exploitation_ratio=self.config.exploitation_ratio,
+                temperature=self.config.temperature,
+            )
+            parent_id = ids[k]
+        elif self._baseline_id is not None:
+            parent_id = self._baseline_id
+        else:
+            raise PopulationError(f"island {island} has no correct member and there is no baseline; add the baseline (round 0) first")
+        self._sample_counts[parent_id] = self._sample_counts.get(parent_id, 0) + 1
+        return self._sols[parent_id], [self._sols[i] for i in self._inspirations(island, parent_id, rng)]
+
+    def migrate(self, round: int) -> list[tuple[str, int, int]]:
+        """At multiples of migration_interval the best migration_count members of each island
+        not already on the next island join it (ring). Each round migrates at most once."""
+        cfg = self.config
+        if cfg.migration_interval == 0 or cfg.islands < 2 or round <= 0 or round % cfg.migration_interval:
+            return []
+        if round <= self._last_migration:
+            return []
+        self._last_migration = round
+        # Chosen from every island before anyone moves: a migrant does not hop twice in one call.
+        picks = []
+        for src in range(cfg.islands):
+            dst = (src + 1) % cfg.islands
+            ranked = sorted(self._members[src], key=lambda i: (-self._sols[i].fitness, self._index[i]))  # type: ignore[operator]
+            picks += [(sid, src, dst) for sid in ranked if sid not in self._members[dst]][: cfg.migration_count]
+        for sid, _, dst in picks:
+            self._join(sid, dst)
+        return picks
+
+    # -- persistence
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "config": self.config.model_dump(),
+            "baseline_files": dict(self.baseline_files),
+            "solutions": [s.model_dump() for s in self._sols.values()],
+            "members": [list(m) for m in self._members],
+            "cells": [dict(c) for c in self._cells],
+            "sample_counts": dict(self._sample_counts),
+            "last_migration": self._last_migration,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Population:
+        if d.get("format") != FORMAT:
+            raise PopulationError(f"not a pesflow population (format {d.get('format')!r}, expected {FORMAT!r})")
+        missing = [k for k in _STATE_KEYS if k not in d]
+        if missing:
+            raise PopulationError(f"population dict lacks {missing}; the file is damaged or from another version")
+        pop = cls(PopulationConfig.model_validate(d["config"]), d["baseline_files"])
+        for raw in d["solutions"]:
+            sol = Solution.model_validate(raw)  # stored as computed: features are not recomputed
+            pop._index[sol.id] = len(pop._sols)
+            pop._sols[sol.id] = sol
+            if sol.duplicate_of is None:
+                pop._first_by_hash.setdefault(sol.content_hash, sol.id)
+            if sol.round == 0 and pop._baseline_id is None:
+                pop._baseline_id = sol.id
+        if len(d["members"]) != pop.config.islands or len(d["cells"]) != pop.config.islands:
+            raise PopulationError("population dict: members/cells do not match config.islands; the file is damaged")
+        refs = [i for m in d["members"] for i in m] + [i for c in d["cells"] for i in c.values()] + list(d["sample_counts"])
+        missing = sorted({i for i in refs if i not in pop._sols})
+        if missing:
+            raise PopulationError(f"population dict refers to unknown solutions {missing[:5]}; the file is damaged")
+        pop._members = [list(m) for m in d["members"]]
+        pop._cells = [dict(c) for c in d["cells"]]
+        pop._sample_counts = {k: int(v) for k, v in d["sample_counts"].items()}
+        pop._last_migration = int(d["last_migration"])
+        return pop
+
+    def write_loongflow_checkpoint(self, dest: Path, *, iteration: int, extra_metadata: dict[str, Any]) -> None:
+        files = self.loongflow_files(iteration=iteration, extra_metadata=extra_metadata)
+        _write_dir_atomically(Path(dest), files)
+
+    def loongflow_files(self, *, iteration: int, extra_metadata: dict[str, Any]) -> dict[str, Any]:
+        """Relative path -> JSON object of the checkpoint: the pure half of the writer."""
+        if iteration < 0:
+            raise PopulationError(f"checkpoint iteration must be >= 0 (got {iteration})")
+        best = self.best()
+        out: dict[str, Any] = {f"solutions/{s.id}.json": self._loongflow_solution(s) for s in self._sols.values()}
+        if best is not None:
+            out["best_solution.json"] = self._loongflow_solution(best)
+        meta: dict[str, Any] = {
+            "iteration": iteration,
+            "last_iteration": iteration,
+            "num_islands": self.config.islands,
+            "islands": [self._ordered(m) for m in self._members],
+            "island_feature_map": [dict(sorted(c.items())) for c in self._cells],
+            "island_best_solution": [m[0].id if (m := self._island_top(i)) else None for i in range(self.config.islands)],
+            "elites": self._ordered({sid for c in self._cells for sid in c.values()}),
+            "best_solution_id": best.id if best else "",
+            "total_generated_solutions": len(self._sols),
+            "total_valid_solutions": sum(1 for s in self._sols.values() if s.fitness is not None),
+            "counts": {
+                "solutions": len(self._sols),
+                "correct": sum(1 for s in self._sols.values() if s.correct),
+                "failures": len(self.failures()),
+                "duplicates": sum(1 for s in self._sols.values() if s.duplicate_of is not None),
+                "members_per_island": [len(m) for m in self._members],
+            },
+            "feature_dimensions": list(self.config.features),
+            "feature_bins": self.config.bins,
+            "last_migration_generation": self._last_migration,
+        }
+        clash = sorted(set(extra_metadata) & set(meta))
+        if clash:
+            raise PopulationError(f"extra_metadata reuses checkpoint keys {clash}; rename them")
+        meta.update(extra_metadata)
+        out["metadata.json"] = meta
+        return out
+
+    # -- internals
+
+    def _check_island(self, island: int) -> None:
+        if not 0 <= island < self.config.islands:
+            raise PopulationError(f"island {island} does not exist; islands are 0..{self.config.islands - 1}")
+
+    def _ordered(self, ids: Any) -> list[str]:
+        return sorted(ids, key=self._index.__getitem__)
+
+    def _features(self, files: dict[str, str]) -> dict[str, float]:
+        return {
+            "code_lines": float(code_lines(files)),
+            "diff_lines": float(diff_lines(self.baseline_files, files)),
+        }
+
+    def _island_top(self, island: int) -> list[Solution]:
+        ranked = sorted(self._members[island], key=lambda i: (-self._sols[i].fitness, self._index[i]))  # type: ignore[operator]
+        return [self._sols[i] for i in ranked]
+
+    def _join(self, sid: str, island: int) -> None:
+        sol = self._sols[sid]
+        if sid not in self._members[island]:
+            self._members[island].append(sid)
+        key = self.cell_of(sol)
+        cells = self._cells[island]
+        holder = cells.get(key)
+        if holder is None or sol.fitness > self._sols[holder].fitness:  # type: ignore[operator]
+            cells[key] = sid
+        self._evict(island)
+
+    def _evict(self, island: int) -> None:
+        members = self._members[island]
+        while len(members) > self.config.max_members_per_island:
+            # The worst non-baseline member leaves (the later one on a tie); its cell keeps it.
+            candidates = [i for i in members if self._sols[i].round != 0]
+            if not candidates:
+                return
+            worst = min(candidates, key=lambda i: (self._sols[i].fitness, -self._index[i]))
+            members.remove(worst)
+
+    def _inspirations(self, island: int, parent_id: str, rng: random.Random) -> list[str]:
+        n = self.config.inspirations
+        chosen: list[str] = []
+        fit = lambda i: (-self._sols[i].fitness, self._index[i])  # type: ignore[operator]  # noqa: E731
+        own = self._ordered({i for i in self._cells[island].values() if i != parent_id})
+        if own and n:
+            first = min(own, key=fit)
+            rest = [i for i in own if i != first]
+            chosen = [first] + rng.sample(rest, min(n - 1, len(rest)))
+        others = self._ordered(
+            {i for j, c in enumerate(self._cells) if j != island for i in c.values()} - {parent_id, *chosen}
+        )
+        chosen += rng.sample(others, min(n - len(chosen), len(others)))
+        left = self._ordered(set(self._members[island]) - {parent_id, *chosen})
+        chosen += rng.sample(left, min(n - len(chosen), len(left)))
+        return chosen
+
+    def _generation(self, sid: str) -> int:
+        depth, seen = 0, {sid}
+        while (p := self._sols[sid].parent_id) is not None and p in self._sols and p not in seen:
+            depth, sid = depth + 1, p
+            seen.add(p)
+        return depth
+
+    def _loongflow_solution(self, s: Solution) -> dict[str, Any]:
+        evaluation = {
+            "status": s.status,
+            "speedup": s.speedup,
+            "reward": s.reward,
+            "hard_fail_reasons": list(s.hard_fail_reasons),
+            "tests": {"passed": s.tests_passed, "total": s.tests_total},
+            "duplicate_of": s.duplicate_of,
+        }
+        cell = self.cell_of(s)
+        return {
+            "solution_id": s.id,
+            "solution": concatenated(s.files),
+            "generate_plan": s.plan,
+            "parent_id": s.parent_id or "",
+            "island_id": s.island,
+            "iteration": s.round,
+            "timestamp": float(self._index[s.id]),
+            "generation": self._generation(s.id),
+            "sample_cnt": self._sample_counts.get(s.id, 0),
+            "sample_weight": 0.0,
+            "score": s.fitness if s.fitness is not None else 0.0,
+            "evaluation": json.dumps(evaluation, ensure_ascii=False),
+            "summary": s.lessons,
+            "metadata": {
+                "files": dict(s.files),
+                "content_hash": s.content_hash,
+                "features": dict(s.features),
+                "cell": cell,
+                "MAP_Elite_feature": json.dumps([int(b) for b in cell.split("-")] if cell != "_" else []),
+                "correct": s.correct,
+                "duplicate_of": s.duplicate_of,
+                "evaluation": evaluation,
+            },
+        }
+
+
+# ---------------------------------------------------------------- atomic directory writes
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    data = json.dumps(obj, ensure_ascii=False, indent=2, allow_nan=False).encode("utf-8")
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_dir_atomically(dest: Path, files: dict[str, Any]) -> None:
+    """Write files into a temp dir beside dest, fsync, then rename it to dest.
+
+    An existing dest is swapped out only once the new one is complete, and put back if
+    the swap itself fails. Leftovers of a killed writer (hidden names) are cleared first.
+    """
+    if dest.exists() and not dest.is_dir():
+        raise PopulationError(f"checkpoint path {dest} exists and is not a directory; choose another path")
+    parent = dest.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    for stale in list(parent.glob(f".{dest.name}.tmp-*")) + list(parent.glob(f".{dest.name}.old-*")):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=parent))
+    old: Path | None = None
+    try:
+        os.chmod(tmp, 0o755)  # mkdtemp's 0700 would follow the rename and hide it from other readers
+        for rel in sorted(files):
+            path = tmp / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _write_json(path, files[rel])
+        for d in sorted({(tmp / rel).parent for rel in files}, key=lambda p: -len(p.parts)):
+            _fsync_dir(d)
+        if dest.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=parent))
+            os.replace(dest, old)  # onto an empty directory: allowed by rename(2)
+        os.replace(tmp, dest)
+        _fsync_dir(parent)
+    except BaseException:
+        if old is not None and not dest.exists():
+            os.replace(old, dest)
+            old = None
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)

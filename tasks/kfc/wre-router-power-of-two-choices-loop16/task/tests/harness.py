@@ -1,0 +1,494 @@
+"""Grader harness for the p2c router task (hidden and dev lanes share it).
+
+Runs, cheapest first: the anti-cheat scan of the scope file, the import gate,
+correctness against the independent reference (plus a cache probe and an
+input-mutation check), the error contract, and finally ABBA-paired timing
+against the frozen baseline. Writes one JSON document (--out) that
+compute_reward.py turns into the verdict files.
+"""
+
+# The clock is bound before any candidate code can be imported.
+import time as _time_module
+
+_CLOCK = _time_module.perf_counter_ns
+
+import argparse
+import gc
+import importlib
+import importlib.util
+import io
+import json
+import math
+import os
+import re
+import signal
+import statistics
+import sys
+import tokenize
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# Candidate code must not be able to import grader modules by name.
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
+
+import numpy as np
+
+
+def _load_private(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+cases = _load_private("_p2c_grader_cases", os.path.join(HERE, "cases.py"))
+reference = _load_private("_p2c_grader_reference", os.path.join(HERE, "reference.py"))
+
+SCOPE = ["submission/kernel.py"]
+CANDIDATE_MODULE = "submission.kernel"
+ENTRY = "route_p2c"
+BASELINE_MODULE_NAME = "_p2c_frozen_baseline"
+
+FORBIDDEN = [
+    ("reads_grader_files", r"/tests\b"),
+    ("reads_verifier_output", r"/logs\b"),
+    ("reads_frozen_baseline", r"verifier-baseline|verifier_baseline"),
+    ("reads_loop_harness", r"/opt/loop|dev_tests"),
+    ("imports_frozen_baseline", r"frozen_baseline"),
+    ("subprocess", r"\bsubprocess\b"),
+    ("os_process_control", r"\bos\s*\.\s*(system|popen|exec\w*|spawn\w*|fork\w*|_exit|kill\w*|abort)\b"),
+    ("socket", r"\bsocket\b"),
+    ("ctypes", r"\bctypes\b"),
+    ("cffi", r"\bcffi\b"),
+    ("timer_access", r"perf_counter|process_time|\bmonotonic\b"),
+    ("time_monkeypatch", r"\btime\s*\.\s*\w+\s*=(?!=)"),
+    ("threading", r"\b(threading|_thread)\b"),
+    ("multiprocessing", r"\bmultiprocessing\b"),
+    ("concurrent_futures", r"\bconcurrent\b"),
+    ("atexit", r"\batexit\b"),
+    ("signal", r"\bsignal\b"),
+    ("sys_modules", r"\bsys\s*\.\s*modules\b"),
+    ("frame_introspection", r"\b_getframe\b|\binspect\b|\bf_back\b|\bf_globals\b|\bgc\s*\.\s*get_(objects|referrers|referents)\b"),
+    ("dynamic_import", r"\bimportlib\b|__import__"),
+    ("dynamic_exec", r"\b(exec|eval)\s*\("),
+    ("builtins_patch", r"\bbuiltins\b|__builtins__"),
+    ("numpy_monkeypatch", r"\b(np|numpy)\s*\.\s*[A-Za-z_][\w.]*\s*=(?!=)"),
+    ("setattr_on_module", r"\bsetattr\s*\(\s*(np|numpy|time|sys|os|gc)\b"),
+    ("trace_hooks", r"\bset(trace|profile)\b"),
+]
+
+
+class _Timeout(BaseException):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise _Timeout("call exceeded its time limit")
+
+
+signal.signal(signal.SIGALRM, _on_alarm)
+
+
+def _short(text, limit=300):
+    text = str(text)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ----------------------------------------------------------------------------
+# anti-cheat scan
+# ----------------------------------------------------------------------------
+def _without_comments(src):
+    lines = src.splitlines(keepends=True)
+    try:
+        toks = list(tokenize.generate_tokens(io.StringIO(src).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return src
+    for tok in toks:
+        if tok.type != tokenize.COMMENT:
+            continue
+        (row, col), (_, ecol) = tok.start, tok.end
+        line = lines[row - 1]
+        lines[row - 1] = line[:col] + " " * (ecol - col) + line[ecol:]
+    return "".join(lines)
+
+
+def scan_scope(repo):
+    hits = []
+    for rel in SCOPE:
+        path = os.path.join(repo, rel)
+        if not os.path.isfile(path):
+            continue
+        with open(path, "r", encoding="utf-8", errors="replace") as fh:
+            text = _without_comments(fh.read())
+        for name, pattern in FORBIDDEN:
+            if re.search(pattern, text):
+                hits.append(name)
+    return sorted(set(hits))
+
+
+# ----------------------------------------------------------------------------
+# calling candidate code
+# ----------------------------------------------------------------------------
+_TIMED_OUT = []  # set once a candidate call hits its limit; later calls are skipped
+CALL_LIMIT_S = 20.0
+
+
+def _call(fn, args, limit_s=CALL_LIMIT_S):
+    """Run fn(*args) with a time limit; return (output, error_text)."""
+    if _TIMED_OUT:
+        return None, "skipped: an earlier call exceeded its time limit"
+    signal.setitimer(signal.ITIMER_REAL, limit_s)
+    try:
+        return fn(*args), None
+    except _Timeout as exc:
+        _TIMED_OUT.append(True)
+        return None, f"timeout: {exc} ({limit_s:.0f} s)"
+    except BaseException as exc:  # noqa: BLE001 - candidate code may raise anything
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return None, _short(f"{type(exc).__name__}: {exc}")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _check_result(out, args):
+    """Compare a candidate result with the reference; return None or a message."""
+    R, cand, loads, cost = args
+    n = cand.shape[0]
+    want_choices, want_loads = reference.reference_route(R, cand, loads, cost)
+    if sum(want_loads) != reference.conserved_total(loads, cost, n):
+        raise RuntimeError("reference broke conservation")
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        return f"expected a (choices, final_loads) pair, got {type(out).__name__}"
+    for label, arr, size in (("choices", out[0], n), ("final_loads", out[1], R)):
+        if not isinstance(arr, np.ndarray):
+            return f"{label} is {type(arr).__name__}, expected numpy.ndarray"
+        if arr.dtype != np.int64:
+            return f"{label} has dtype {arr.dtype}, expected int64"
+        if arr.shape != (size,):
+            return f"{label} has shape {arr.shape}, expected ({size},)"
+    got_c, got_l = out
+    exp_c = np.array(want_choices, dtype=np.int64).reshape(n)
+    exp_l = np.array(want_loads, dtype=np.int64).reshape(R)
+    if not np.array_equal(got_c, exp_c):
+        i = int(np.flatnonzero(got_c != exp_c)[0])
+        return f"choices differ first at request {i}: got {int(got_c[i])}, expected {int(exp_c[i])}"
+    if not np.array_equal(got_l, exp_l):
+        j = int(np.flatnonzero(got_l != exp_l)[0])
+        return f"final_loads differ first at replica {j}: got {int(got_l[j])}, expected {int(exp_l[j])}"
+    return None
+
+
+def _same_inputs(a, b):
+    if a[0] != b[0]:
+        return False
+    for x, y in zip(a[1:], b[1:]):
+        if (x is None) != (y is None):
+            return False
+        if x is not None and (x.shape != y.shape or x.dtype != y.dtype or not np.array_equal(x, y)):
+            return False
+    return True
+
+
+def run_case(fn, name, kind, args, limit_s=CALL_LIMIT_S):
+    pristine = cases.fresh_copy(args)
+    given = cases.fresh_copy(args)
+    out, err = _call(fn, given, limit_s)
+    if err is None:
+        err = _check_result(out, pristine)
+    if err is None and not _same_inputs(given, pristine):
+        err = "the inputs were modified in place"
+    return {"name": name, "kind": kind, "passed": err is None, "message": err}
+
+
+def run_cache_probe(fn, spec):
+    """Same shapes, different contents; then the same objects mutated in place."""
+    results = []
+    a = cases.build(spec, seed=spec["seed"])
+    b = cases.build(spec, seed=spec["seed_b"])
+    c = cases.build(spec, seed=spec["seed_c"])
+    results.append(run_case(fn, spec["name"] + ":first", "cache_probe", a))
+    results.append(run_case(fn, spec["name"] + ":same_shape_other_values", "cache_probe", b))
+    # One set of array objects, called, then rewritten in place and called again.
+    held = cases.fresh_copy(b)
+    out1, err = _call(fn, held)
+    msg = err or _check_result(out1, b)
+    if msg is None:
+        held[1][...] = c[1]
+        held[2][...] = c[2]
+        if held[3] is not None:
+            held[3][...] = c[3]
+        out2, err = _call(fn, held)
+        msg = err or _check_result(out2, c)
+    results.append({"name": spec["name"] + ":mutated_same_objects", "kind": "cache_probe",
+                    "passed": msg is None, "message": msg})
+    results.append(run_case(fn, spec["name"] + ":first_again", "cache_probe", a))
+    return results
+
+
+# ----------------------------------------------------------------------------
+# runtime integrity: candidate code must not rebind what the baseline uses
+# ----------------------------------------------------------------------------
+def _snapshot(modules):
+    return {name: {k: id(v) for k, v in vars(mod).items()} for name, mod in modules.items()}
+
+
+def _tampered(modules, before):
+    changed = []
+    for name, mod in modules.items():
+        now = vars(mod)
+        for key, ident in before[name].items():
+            if key not in now or id(now[key]) != ident:
+                changed.append(f"{name}.{key}")
+    return changed
+
+
+# ----------------------------------------------------------------------------
+# timing
+# ----------------------------------------------------------------------------
+def _timed(fn, args):
+    a = cases.fresh_copy(args)
+    gc.collect()
+    gc.disable()
+    signal.setitimer(signal.ITIMER_REAL, 2 * CALL_LIMIT_S)
+    try:
+        t0 = _CLOCK()
+        out = fn(*a)
+        t1 = _CLOCK()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        gc.enable()
+    return t1 - t0, out
+
+
+def _equal_outputs(x, y):
+    try:
+        return (isinstance(x, (tuple, list)) and len(x) == 2
+                and all(isinstance(v, np.ndarray) and v.dtype == np.int64 for v in x)
+                and np.array_equal(x[0], y[0]) and np.array_equal(x[1], y[1]))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def run_timing(base_fn, cand_fn, specs, pairs):
+    report = {"ran": True, "pairs": pairs, "workloads": [], "ratios": []}
+    mismatches = []
+    medians = []
+    for spec in specs:
+        warm = cases.build(spec, seed=spec["seed"] * 1000)
+        _timed(base_fn, warm)
+        _timed(cand_fn, warm)
+        ratios, tb_all, tc_all = [], [], []
+        for p in range(pairs):
+            args = cases.build(spec, seed=spec["seed"] * 1000 + p + 1)
+            if p % 2 == 0:
+                tb, ob = _timed(base_fn, args)
+                tc, oc = _timed(cand_fn, args)
+            else:
+                tc, oc = _timed(cand_fn, args)
+                tb, ob = _timed(base_fn, args)
+            if not _equal_outputs(oc, ob):
+                mismatches.append({"name": f"timing_consistency:{spec['name']}:pair{p}",
+                                   "kind": "timing_consistency", "passed": False,
+                                   "message": "candidate output differs from the baseline's on a timing input"})
+            ratios.append(tb / max(tc, 1))
+            tb_all.append(tb / 1e6)
+            tc_all.append(tc / 1e6)
+        med = statistics.median(ratios)
+        mean = statistics.fmean(ratios)
+        cv = statistics.pstdev(ratios) / mean if mean > 0 else float("inf")
+        medians.append(med)
+        report["ratios"].extend(ratios)
+        report["workloads"].append({
+            "name": spec["name"], "R": spec["R"], "n": spec["n"],
+            "ratios": ratios, "median_ratio": med, "cv": cv,
+            "baseline_ms_median": statistics.median(tb_all),
+            "candidate_ms_median": statistics.median(tc_all),
+        })
+    report["speedup"] = math.exp(sum(math.log(max(m, 1e-12)) for m in medians) / len(medians))
+    report["cv"] = max(w["cv"] for w in report["workloads"])
+    return report, mismatches
+
+
+# ----------------------------------------------------------------------------
+RAW = {"lane": None, "stage": "setup", "hard_fail_reasons": [], "gates": {},
+       "correctness": [], "timing": {"ran": False}, "grader_error": None}
+_OUT = None
+
+
+def dump(stage=None):
+    if stage is not None:
+        RAW["stage"] = stage
+    tmp = _OUT + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(RAW, fh, indent=1, default=str)
+    os.replace(tmp, _OUT)
+
+
+def main(a):
+    raw = RAW
+    with open(a.workloads, "r", encoding="utf-8") as fh:
+        wl = json.load(fh)
+    with open(a.prefail, "r", encoding="utf-8") as fh:
+        prefail = [ln.strip() for ln in fh if ln.strip()]
+    raw["lane"] = wl.get("lane")
+    fails = raw["hard_fail_reasons"]
+    gates = raw["gates"]
+
+    # From here on a dead process (no "done" stage) means candidate code killed it.
+    dump("scan")
+
+    # 1. textual scan (no candidate code has run yet)
+    hits = scan_scope(a.repo)
+    gates["forbidden_pattern"] = not hits
+    fails.extend("forbidden_pattern:" + h for h in hits)
+    if hits:
+        dump("done")
+        return 0
+    dump("import")
+
+    # 2. frozen baseline first, then the candidate
+    base_path = os.path.join(a.baseline_dir, "kernel.py")
+    try:
+        base_mod = _load_private(BASELINE_MODULE_NAME, base_path)
+        base_fn = getattr(base_mod, ENTRY)
+    except Exception:  # noqa: BLE001 - the grader itself is broken
+        raw["grader_error"] = "cannot load the frozen baseline: " + _short(traceback.format_exc(), 800)
+        dump("done")
+        return 2
+
+    watched = {"numpy": np, "time": _time_module, BASELINE_MODULE_NAME: base_mod}
+    contract_mod = sys.modules.get("submission.contract")
+    if contract_mod is not None:
+        watched["submission.contract"] = contract_mod
+    before = _snapshot(watched)
+
+    def integrity_ok():
+        bad = _tampered(watched, before)
+        if bad:
+            raw["tampered"] = bad[:20]
+            gates["forbidden_pattern"] = False
+            fails.append("forbidden_pattern:runtime_tampering")
+        return not bad
+
+    cand_fn = None
+    import_msg = None
+    signal.setitimer(signal.ITIMER_REAL, 60.0)
+    try:
+        mod = importlib.import_module(CANDIDATE_MODULE)
+        origin = os.path.realpath(getattr(mod, "__file__", "") or "")
+        repo_root = os.path.realpath(a.repo) + os.sep
+        if not origin.startswith(repo_root):
+            import_msg = f"{CANDIDATE_MODULE} resolved to {origin}, outside {a.repo}"
+        else:
+            cand_fn = getattr(mod, ENTRY, None)
+            if not callable(cand_fn):
+                import_msg = f"{CANDIDATE_MODULE}.{ENTRY} is missing or not callable"
+                cand_fn = None
+    except BaseException as exc:  # noqa: BLE001
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        import_msg = _short(f"{type(exc).__name__}: {exc}")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    gates["import_failed"] = cand_fn is not None
+    raw["import_message"] = import_msg
+    if cand_fn is None:
+        fails.append("import_failed")
+        dump("done")
+        return 0
+    if not integrity_ok():
+        dump("done")
+        return 0
+    dump("correctness")
+
+    # 3. correctness on fresh inputs, the cache probe, the mutation check
+    results = raw["correctness"]
+    for spec in wl["cases"]:
+        results.append(run_case(cand_fn, spec["name"], "case", cases.build(spec)))
+    for spec in wl["timing"]:
+        results.append(run_case(cand_fn, "workload:" + spec["name"], "case", cases.build(spec)))
+    results.extend(run_cache_probe(cand_fn, wl["cache_probe"]))
+    correct_ok = all(r["passed"] for r in results)
+    gates["correctness_failed"] = correct_ok
+    if not correct_ok:
+        fails.append("correctness_failed")
+
+    # 4. error contract
+    err_results = []
+    for spec in wl["error_cases"]:
+        args = cases.build_error_case(spec)
+        if _TIMED_OUT:
+            err_results.append({"name": "error:" + spec["kind"], "kind": "error_contract", "passed": False,
+                                "message": "skipped: an earlier call exceeded its time limit"})
+            continue
+        signal.setitimer(signal.ITIMER_REAL, CALL_LIMIT_S)
+        msg = None
+        try:
+            cand_fn(*args)
+            msg = "expected ValueError, the call returned normally"
+        except ValueError:
+            msg = None
+        except _Timeout:
+            _TIMED_OUT.append(True)
+            msg = "expected ValueError, the call timed out"
+        except BaseException as exc:  # noqa: BLE001
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            msg = _short(f"expected ValueError, got {type(exc).__name__}: {exc}")
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        err_results.append({"name": "error:" + spec["kind"], "kind": "error_contract",
+                            "passed": msg is None, "message": msg})
+    results.extend(err_results)
+    err_ok = all(r["passed"] for r in err_results)
+    gates["error_contract_failed"] = err_ok
+    if not err_ok:
+        fails.append("error_contract_failed")
+    integrity_ok()
+    dump("timing")
+
+    # 5. timing, only when every gate so far passed
+    if prefail or fails:
+        raw["timing"] = {"ran": False, "skipped_because": sorted(set(prefail + fails))}
+        dump("done")
+        return 0
+    try:
+        report, mismatches = run_timing(base_fn, cand_fn, wl["timing"], int(wl.get("timing_pairs", 9)))
+        raw["timing"] = report
+        gates["timing_failed"] = True
+        if mismatches:
+            results.extend(mismatches)
+            gates["correctness_failed"] = False
+            fails.append("correctness_failed")
+    except BaseException as exc:  # noqa: BLE001
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raw["timing"] = {"ran": False, "error": _short(f"{type(exc).__name__}: {exc}")}
+        gates["timing_failed"] = False
+        fails.append("timing_failed")
+    integrity_ok()
+    dump("done")
+    return 0
+
+
+def _entry():
+    global _OUT
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repo", default="/app/repo")
+    ap.add_argument("--baseline-dir", default="/opt/verifier-baseline")
+    ap.add_argument("--workloads", required=True)
+    ap.add_argument("--prefail", required=True)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    _OUT = a.out
+    try:
+        return main(a)
+    except Exception:  # noqa: BLE001 - a bug or a broken install on the grader side
+        RAW["grader_error"] = _short(traceback.format_exc(), 1500)
+        dump("done")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(_entry())

@@ -1,0 +1,1 @@
+"""Engine-core pieces: only the scheduler's waiting queues are kept here."""
