@@ -45,6 +45,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="where the grader's logs and verdict.json go")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
+    p = sub.add_parser("run", help="search for a faster candidate: plan -> execute -> evaluate -> summarize, for N rounds")
+    _common(p)
+    p.add_argument("task", help="<bench>/<dir> or a package folder")
+    p.add_argument("--llm", metavar="PROVIDER:MODEL", help="openai:MODEL (or any OpenAI-compatible server) or anthropic:MODEL")
+    p.add_argument("--rounds", type=int, help="rounds (default from config: 16)")
+    p.add_argument("--children", type=int, help="executors per round (default 2)")
+    p.add_argument("--backend", choices=["local"], help="where candidates are graded")
+    p.add_argument("--grader", choices=["dev", "hidden"], help="which grader drives the search (default dev)")
+    p.add_argument("--seed", type=int, help="seed of every random choice")
+    p.add_argument("--out", metavar="DIR", help="where run directories go (default traces/)")
+    p.add_argument("--quiet", action="store_true", help="no live display: one plain line per round")
+
     p = sub.add_parser("calibrate", help="re-measure a task's anchor here: the oracle against the frozen baseline")
     _common(p)
     p.add_argument("task")
@@ -120,7 +132,21 @@ def cmd_calibrate(args: argparse.Namespace, config, console: Console) -> int:  #
     return 0
 
 
-COMMANDS = {"tasks": cmd_tasks, "evaluate": cmd_evaluate, "calibrate": cmd_calibrate}
+def cmd_run(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
+    from agent.runner import NoLLMConfigured, apply_run_flags, start_run
+
+    cfg = apply_run_flags(config, args)
+    try:
+        run_dir, status = start_run(cfg, args.task, [*args.tasks_root, *cfg.tasks_roots], console=console)
+    except NoLLMConfigured as e:
+        print(f"run: {e.run_dir}")
+        print(f"pesflow run: {e}", file=sys.stderr)
+        return 2
+    print(f"run: {run_dir}")
+    return 0 if status in ("finished", "budget_exhausted") else 1
+
+
+COMMANDS = {"tasks": cmd_tasks, "evaluate": cmd_evaluate, "calibrate": cmd_calibrate, "run": cmd_run}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from agent.population import PopulationConfig
 from evaluator.config import EvaluatorConfig
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "default.yaml"
@@ -17,11 +18,55 @@ class ConfigError(Exception):
     """One line naming the bad key and the fix."""
 
 
-class Config(BaseModel):
+class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+
+class LLMConfig(_Strict):
+    default: str | None = None  # "openai:MODEL" | "anthropic:MODEL"; None: no LLM configured
+    planner: str | None = None  # per-role overrides of `default`
+    executor: str | None = None
+    summarizer: str | None = None
+    base_url: str | None = None  # an OpenAI-compatible server (vLLM, SGLang, Ollama...); else the SDK's env var
+    max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    temperature: float | None = Field(None, ge=0)
+    top_p: float | None = Field(None, gt=0, le=1)
+    max_tokens: int = Field(8192, ge=16)
+    timeout_sec: float = Field(300, gt=0)
+    max_attempts: int = Field(4, ge=1)
+    backoff_base_sec: float = Field(1.0, ge=0)
+    backoff_max_sec: float = Field(30.0, ge=0)
+    max_usd: float | None = Field(10.0, ge=0)
+    prices: str | None = None
+
+
+class LoopConfig(_Strict):
+    rounds: int = Field(16, ge=1, le=1000)
+    children: int = Field(2, ge=1, le=32)
+    seed: int = 0
+    grading_workers: int = Field(1, ge=1)
+    repair_attempts: int = Field(1, ge=0)
+    recent_failures: int = Field(4, ge=0)
+    memory_items: int = Field(12, ge=1)
+    lesson_chars: int = Field(400, ge=40)
+    plan_chars: int = Field(4000, ge=200)
+    inspiration_chars: int = Field(6000, ge=200)
+    final_regrade_top: int = Field(3, ge=1)
+    score_final_with_hidden: bool = True
+
+
+class RunConfig(_Strict):
+    out: str = "traces"
+    quiet: bool = False
+
+
+class Config(_Strict):
     tasks_roots: list[str] = Field(default_factory=list)
     evaluator: EvaluatorConfig = Field(default_factory=EvaluatorConfig)
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    loop: LoopConfig = Field(default_factory=LoopConfig)
+    population: PopulationConfig = Field(default_factory=PopulationConfig)
+    run: RunConfig = Field(default_factory=RunConfig)
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

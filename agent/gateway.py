@@ -1,0 +1,135 @@
+"""Every LLM call of a run goes through here: leak check, journal, totals, budget, replay.
+
+A call that has been made before (same role, request hash and occurrence) is served from the
+journal of the run being resumed or replayed instead of the network: never paid twice.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.journal import Journal
+from agent.llm import LLMClient, LLMError, LLMRequest, Message
+from agent.prompts import LeakError, LeakGuard
+
+
+class BudgetExhausted(Exception):
+    """The run's USD cap is reached: no new call is made and the run ends cleanly."""
+
+
+@dataclass
+class Outcome:
+    text: str | None  # None when the call failed
+    error: str | None = None
+    error_kind: str | None = None
+    replayed: bool = False
+
+
+@dataclass
+class Totals:
+    calls: int = 0
+    failed_calls: int = 0
+    replayed_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    usd: float = 0.0
+    llm_seconds: float = 0.0
+    by_role: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"llm_calls": self.calls, "failed_llm_calls": self.failed_calls, "replayed_llm_calls": self.replayed_calls,
+                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "usd": round(self.usd, 6),
+                "llm_seconds": round(self.llm_seconds, 3), "calls_by_role": dict(self.by_role)}
+
+
+class Recorded:
+    """Answers of an earlier run, by (request hash, occurrence): what resume and replay serve."""
+
+    def __init__(self, events: list[dict[str, Any]]):
+        self._answers: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for e in events:
+            d = e["data"]
+            if e["kind"] == "llm_call" and d.get("text") is not None:
+                self._answers[d["request_hash"]].append(d)
+        self._served: dict[str, int] = defaultdict(int)
+        self._lock = threading.Lock()
+
+    def take(self, request_hash: str) -> dict[str, Any] | None:
+        with self._lock:
+            n = self._served[request_hash]
+            answers = self._answers.get(request_hash, [])
+            if n < len(answers):
+                self._served[request_hash] += 1
+                return answers[n]
+            return None
+
+
+class Gateway:
+    def __init__(self, clients: dict[str, LLMClient], journal: Journal, guard: LeakGuard,
+                 max_tokens: int = 4096, temperature: float | None = None, top_p: float | None = None,
+                 recorded: Recorded | None = None, offline: bool = False):
+        self.clients = clients
+        self.journal = journal
+        self.guard = guard
+        self.max_tokens, self.temperature, self.top_p = max_tokens, temperature, top_p
+        self.recorded = recorded
+        self.offline = offline  # replay: a call that was not recorded fails instead of going out
+        self.totals = Totals()
+        self._lock = threading.Lock()
+
+    def client_for(self, role: str) -> LLMClient:
+        return self.clients.get(role) or self.clients["default"]
+
+    def call(self, role: str, system: str, user: str, tag: str) -> Outcome:
+        client = self.client_for("executor" if role == "repair" else role)
+        request = LLMRequest(role=role, messages=[Message(role="system", content=system), Message(role="user", content=user)],
+                             max_tokens=self.max_tokens, temperature=self.temperature, top_p=self.top_p, tag=tag)
+        rhash = request.request_hash(client.provider, client.model)
+        base = {"role": role, "tag": tag, "provider": client.provider, "model": client.model, "request_hash": rhash}
+        try:
+            self.guard.check(system + "\n" + user)
+        except LeakError as e:
+            self.journal.append("llm_call", **base, text=None, error=str(e), error_kind="leak")
+            return Outcome(None, str(e), "leak")
+        recorded = self.recorded.take(rhash) if self.recorded else None
+        if recorded is not None:
+            with self._lock:
+                self.totals.calls += 1
+                self.totals.replayed_calls += 1
+                self.totals.by_role[role] += 1
+            self.journal.append("llm_call", **base, messages=[m.model_dump() for m in request.messages],
+                                text=recorded["text"], usage=recorded.get("usage"), cost_usd=0.0,
+                                latency_s=0.0, attempts=0, replayed=True)
+            return Outcome(recorded["text"], replayed=True)
+        if self.offline:
+            msg = "not recorded in the trace being replayed (replay makes no network call)"
+            self.journal.append("llm_call", **base, text=None, error=msg, error_kind="not_recorded")
+            return Outcome(None, msg, "not_recorded")
+        try:
+            result = client.complete(request)
+        except LLMError as e:
+            with self._lock:
+                self.totals.calls += 1
+                self.totals.failed_calls += 1
+                self.totals.by_role[role] += 1
+            self.journal.append("llm_call", **base, messages=[m.model_dump() for m in request.messages],
+                                text=None, error=str(e), error_kind=e.kind, attempts=e.attempts)
+            if e.kind == "budget":
+                raise BudgetExhausted(str(e)) from None
+            return Outcome(None, str(e), e.kind)
+        with self._lock:
+            t = self.totals
+            t.calls += 1
+            t.by_role[role] += 1
+            t.input_tokens += result.usage.input_tokens
+            t.output_tokens += result.usage.output_tokens
+            t.usd += result.cost_usd
+            t.llm_seconds += result.latency_s
+        self.journal.append("llm_call", **base, messages=[m.model_dump() for m in request.messages],
+                            text=result.text, usage=result.usage.model_dump(), cost_usd=result.cost_usd,
+                            priced=result.priced, latency_s=round(result.latency_s, 4), attempts=result.attempts,
+                            finish_reason=result.finish_reason)
+        return Outcome(result.text)

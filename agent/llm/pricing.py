@@ -1,0 +1,63 @@
+"""USD per call from a price table (configs/prices.yaml): model name -> $/Mtok in and out."""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent.llm.base import Usage
+
+DEFAULT_PRICES = Path(__file__).resolve().parents[2] / "configs" / "prices.yaml"
+
+
+class Price(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+
+
+class PriceTable(BaseModel):
+    """Exact names first; otherwise the most specific (longest) matching glob, so that
+    "gpt-4o-mini*" beats "gpt-4o*" whatever the order in the file."""
+
+    entries: dict[str, Price] = Field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: str | Path | None = None) -> "PriceTable":
+        p = Path(path).expanduser() if path is not None else DEFAULT_PRICES
+        if not p.is_file():
+            raise ValueError(f"price table {p}: no such file; pass an existing YAML file or none for {DEFAULT_PRICES}")
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ValueError(f"price table {p}: not valid YAML ({type(e).__name__}); fix the file") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"price table {p}: expected a mapping of model name -> {{input_per_mtok, output_per_mtok}}")
+        entries: dict[str, Price] = {}
+        for name, value in data.items():
+            try:
+                entries[str(name).lower()] = Price.model_validate(value)
+            except ValidationError:
+                raise ValueError(
+                    f"price table {p}: entry {name!r} must be {{input_per_mtok: USD, output_per_mtok: USD}} (numbers >= 0)"
+                ) from None
+        return cls(entries=entries)
+
+    def lookup(self, model: str) -> Price | None:
+        name = model.lower()
+        if name in self.entries:
+            return self.entries[name]
+        globs = [g for g in self.entries if any(c in g for c in "*?[") and fnmatchcase(name, g)]
+        return self.entries[max(globs, key=len)] if globs else None
+
+    def cost(self, model: str, usage: Usage) -> tuple[float, bool]:
+        """(USD, priced); an unknown model costs 0 and says so rather than guessing."""
+        price = self.lookup(model)
+        if price is None:
+            return 0.0, False
+        usd = (usage.input_tokens * price.input_per_mtok + usage.output_tokens * price.output_per_mtok) / 1e6
+        return usd, True

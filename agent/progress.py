@@ -1,0 +1,56 @@
+"""What a person watching a run sees: a live table per round on a terminal, plain lines otherwise."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+
+class Progress:
+    def __init__(self, quiet: bool = False, console: Console | None = None, task: str = "", rounds: int = 0):
+        self.console = console or Console()
+        self.live_mode = not quiet and self.console.is_terminal
+        self.task, self.rounds = task, rounds
+        self.rows: list[tuple[str, ...]] = []
+        self.status = ""
+        self.started = time.monotonic()
+        self.live: Live | None = None
+        if self.live_mode:
+            self.live = Live(self._table(), console=self.console, refresh_per_second=4, transient=False)
+            self.live.start()
+
+    def _table(self) -> Table:
+        t = Table(title=f"pesflow · {self.task} · {self.rounds} rounds", caption=self.status, expand=False)
+        for col in ("round", "proposed", "graded", "failed", "best", "speedup", "tokens", "USD", "elapsed"):
+            t.add_column(col, justify="right" if col not in ("best",) else "left")
+        for r in self.rows:
+            t.add_row(*r)
+        return t
+
+    def phase(self, k: int, what: str) -> None:
+        self.status = f"round {k}: {what} · {time.monotonic() - self.started:.0f}s"
+        if self.live:
+            self.live.update(self._table())
+
+    def round_done(self, k: int, *, proposed: int, graded: int, failed: int, best: Any, totals: dict[str, Any]) -> None:
+        tokens = totals.get("input_tokens", 0) + totals.get("output_tokens", 0)
+        row = (str(k), str(proposed), str(graded), str(failed), best.id if best else "-",
+               f"{best.speedup:.3f}x" if best and best.speedup else "-", f"{tokens}", f"{totals.get('usd', 0):.4f}",
+               f"{totals.get('elapsed_seconds', 0):.0f}s")
+        self.rows.append(row)
+        if self.live:
+            self.live.update(self._table())
+        else:
+            self.console.print(f"round {row[0]}: proposed {row[1]}, graded {row[2]}, failed {row[3]}; best {row[4]} "
+                               f"{row[5]}; tokens {row[6]}; USD {row[7]}; {row[8]}", highlight=False, soft_wrap=True)
+
+    def close(self) -> None:
+        if self.live:
+            self.status = f"done in {time.monotonic() - self.started:.0f}s"
+            self.live.update(self._table())
+            self.live.stop()
+            self.live = None

@@ -1,0 +1,106 @@
+"""Putting a run together from the configuration: task, evaluator, LLM clients, run directory."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from agent import graph
+from agent.config import Config
+from agent.gateway import Gateway, Recorded
+from agent.llm import Budget, PriceTable, RetryPolicy, make_client, parse_spec
+from agent.progress import Progress
+from agent.prompts import LeakGuard
+from agent.run_store import RunStore
+from agent.search import Search, new_run_dir, run_metadata
+from evaluator.grader import Evaluator
+from evaluator.task import load_task
+
+ROLES = ("planner", "executor", "summarizer")
+HOW_TO_CONFIGURE = (
+    "no LLM configured: pass --llm openai:MODEL (key in OPENAI_API_KEY; an OpenAI-compatible server via "
+    "OPENAI_BASE_URL or --set llm.base_url=URL) or --llm anthropic:MODEL (key in ANTHROPIC_API_KEY)"
+)
+
+
+class NoLLMConfigured(Exception):
+    def __init__(self, run_dir: Path):
+        super().__init__(HOW_TO_CONFIGURE)
+        self.run_dir = run_dir
+
+
+def apply_run_flags(cfg: Config, args: argparse.Namespace) -> Config:
+    """Command-line flags win over the config files."""
+    data = cfg.model_dump()
+    if args.llm:
+        parse_spec(args.llm)  # a bad spec is a one-line error now, not after the baseline
+        data["llm"]["default"] = args.llm
+    for flag, (section, key) in {"rounds": ("loop", "rounds"), "children": ("loop", "children"), "seed": ("loop", "seed"),
+                                 "backend": ("evaluator", "backend"), "grader": ("evaluator", "grader"),
+                                 "out": ("run", "out")}.items():
+        if getattr(args, flag, None) is not None:
+            data[section][key] = getattr(args, flag)
+    if args.quiet:
+        data["run"]["quiet"] = True
+    return Config.model_validate(data)
+
+
+def make_clients(cfg: Config) -> dict[str, object] | None:
+    specs = {role: getattr(cfg.llm, role) or cfg.llm.default for role in ROLES}
+    if not any(specs.values()):
+        return None
+    missing = [r for r, s in specs.items() if not s]
+    if missing:
+        raise ValueError(f"no model for role(s) {', '.join(missing)}: set llm.default or llm.{missing[0]}")
+    budget = Budget(cfg.llm.max_usd)
+    prices = PriceTable.load(cfg.llm.prices)
+    retry = RetryPolicy(max_attempts=cfg.llm.max_attempts, backoff_base_s=cfg.llm.backoff_base_sec,
+                        backoff_max_s=cfg.llm.backoff_max_sec, timeout_s=cfg.llm.timeout_sec)
+    clients: dict[str, object] = {}
+    for role, spec in specs.items():
+        provider, _ = parse_spec(spec)
+        clients[role] = make_client(spec, base_url=cfg.llm.base_url if provider == "openai" or cfg.llm.base_url else None,
+                                    retry=retry, budget=budget, prices=prices,
+                                    **({"max_tokens_param": cfg.llm.max_tokens_param} if provider == "openai" else {}))
+    clients["default"] = clients["executor"]
+    return clients
+
+
+def unpriced_models(cfg: Config, clients: dict[str, object]) -> list[str]:
+    prices = PriceTable.load(cfg.llm.prices)
+    return sorted({c.model for c in clients.values() if prices.lookup(c.model) is None})  # type: ignore[attr-defined]
+
+
+def start_run(cfg: Config, task_name: str, roots: list[str], console: Console | None = None,
+              run_dir: Path | None = None, recorded: Recorded | None = None) -> tuple[Path, str]:
+    task = load_task(task_name, roots)
+    out = Path(cfg.run.out).resolve()
+    run_dir = run_dir or new_run_dir(out, task, cfg.loop.seed)
+    clients = make_clients(cfg)
+    store = RunStore(run_dir)
+    store.update_run(**run_metadata(cfg, task, run_dir.name))
+    store.journal.append("run_start", run_id=run_dir.name, task=task.name, seed=cfg.loop.seed,
+                         grader=cfg.evaluator.grader, models={r: getattr(c, "model", None) for r, c in (clients or {}).items()})
+    ev = Evaluator(cfg.evaluator, tasks_roots=roots, log_root=out)
+    gateway = None
+    progress = Progress(quiet=cfg.run.quiet, console=console, task=task.name, rounds=cfg.loop.rounds)
+    if clients:
+        for model in unpriced_models(cfg, clients):
+            if cfg.llm.max_usd is not None:
+                msg = f"model {model} has no price in the table: the USD cap cannot limit it (add it to configs/prices.yaml)"
+                store.journal.append("warning", message=msg)
+                progress.console.print(f"warning: {msg}", highlight=False, soft_wrap=True)
+        gateway = Gateway(clients, store.journal, LeakGuard(task), max_tokens=cfg.llm.max_tokens,  # type: ignore[arg-type]
+                          temperature=cfg.llm.temperature, top_p=cfg.llm.top_p, recorded=recorded)
+    search = Search(cfg, task, ev, store, gateway, progress=progress)
+    try:
+        graph.run(search)
+    finally:
+        progress.close()
+        ev.close()
+    status = store.read_json("run.json")["status"]
+    if status == "no_llm":
+        raise NoLLMConfigured(run_dir)
+    return run_dir, status
