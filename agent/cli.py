@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grader", choices=["dev", "hidden"], help="dev engine (default from config) or the hidden tests/test.sh")
     p.add_argument("--backend", choices=["local"], help="where to grade (default from config)")
     p.add_argument("--out", metavar="DIR", help="where the grader's logs and verdict.json go")
+    p.add_argument("--device", choices=["cuda", "cpu"],
+                   help="for GPU tasks: cpu checks correctness on the CPU with small shapes (no reward)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
     p = sub.add_parser("run", help="search for a faster candidate: plan -> execute -> evaluate -> summarize, for N rounds")
@@ -100,7 +102,7 @@ def cmd_evaluate(args: argparse.Namespace, config, console: Console) -> int:  # 
     ev = _evaluator(args, config)
     try:
         v = ev.evaluate(args.task, mode=args.mode, candidate=Path(args.candidate) if args.candidate else None,
-                        grader=args.grader, out_dir=Path(args.out) if args.out else None)
+                        grader=args.grader, out_dir=Path(args.out) if args.out else None, device=args.device)
     finally:
         ev.close()
     if args.json:

@@ -25,7 +25,8 @@ from evaluator.candidate import (
     scope_violations,
 )
 from evaluator.config import EvaluatorConfig
-from evaluator.task import Task, load_task, task_roots
+from evaluator.hardware import gpu_available
+from evaluator.task import Task, TaskError, load_task, task_roots
 from evaluator.verdict import PackageRef, Status, Verdict, from_reward_json
 
 Mode = Literal["candidate", "noop", "oracle", "negative"]
@@ -84,9 +85,10 @@ class Evaluator:
         self.backend.close()
 
     def evaluate(self, task: Task | str, *, mode: Mode = "candidate", candidate: Path | CandidateSource | None = None,
-                 grader: str | None = None, out_dir: Path | None = None) -> Verdict:
+                 grader: str | None = None, out_dir: Path | None = None, device: str | None = None) -> Verdict:
         task = self.task(task) if isinstance(task, str) else task
         grader = grader or self.config.grader
+        device = check_device(task, device)
         start = time.monotonic()
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%f")
         log_dir = Path(out_dir or self.log_root / task.name / f"{stamp}-{mode}-{grader}").resolve()
@@ -102,6 +104,7 @@ class Evaluator:
 
         try:
             source, env, reviewer = self._what_to_grade(task, mode, candidate, grader)
+            env.update(device_env(device))
         except CandidateError as e:
             return finish(Verdict(status=Status.hard_fail, hard_fail_reasons=[e.reason], message=str(e), **base))
         except _PackageLacks as e:
@@ -150,6 +153,10 @@ class Evaluator:
         if verdict.ref_speedup is None:
             verdict.ref_speedup = task.anchor.value
         verdict.message = "graded" if verdict.status == Status.ok else "hard fail: " + ", ".join(verdict.hard_fail_reasons)
+        if device == "cpu" and task.gpus > 0:
+            # A GPU task checked on the CPU: correctness with small shapes, never a score.
+            verdict.reward, verdict.hardware = 0.0, "cpu"
+            verdict.message += " (GPU task checked on the CPU: correctness only, no reward)"
         return finish(verdict)
 
     # -----------------------------------------------------------------
@@ -191,6 +198,27 @@ class Evaluator:
 
 class _PackageLacks(Exception):
     pass
+
+
+def check_device(task: Task, device: str | None) -> str | None:
+    """The device a GPU task is graded on; a GPU task on a machine without one needs --device cpu."""
+    if device not in (None, "cpu", "cuda"):
+        raise TaskError(f"unknown device {device!r}; use --device cuda or --device cpu")
+    if task.gpus > 0 and device != "cpu":
+        if not gpu_available():
+            raise TaskError(f"{task.name} needs a GPU (gpus = {task.gpus}) and this machine has none; "
+                            "pass --device cpu to check its correctness on the CPU with small shapes (no reward)")
+        return "cuda"
+    return device
+
+
+def device_env(device: str | None) -> dict[str, str]:
+    if device is None:
+        return {}
+    env = {"KERNELBENCH_DEVICE": device}
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"  # Triton kernels run in its interpreter on the CPU
+    return env
 
 
 def verdict_json(v: Verdict) -> str:

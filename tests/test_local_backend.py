@@ -168,3 +168,21 @@ def test_hidden_paths_keep_the_hosts_python_reachable(tmp_path):
         (tmp_path / d).mkdir(parents=True)
     got = hidden_paths([tmp_path / "repo", tmp_path / "other"], keep=[tmp_path / "repo/.venv/bin"])
     assert got == [str(tmp_path / "repo/tasks"), str(tmp_path / "repo/tests"), str(tmp_path / "other")]
+
+
+def test_gpu_task_needs_a_gpu_or_an_explicit_cpu_check(evaluator, toy_package, tmp_path):
+    from evaluator.hardware import gpu_available
+    from evaluator.task import TaskError
+
+    if gpu_available():
+        pytest.skip("this machine has a GPU")
+    toml = toy_package / "task.toml"
+    toml.write_text(toml.read_text().replace("gpus = 0", "gpus = 1"))
+    ev = Evaluator(evaluator.config, tasks_roots=[toy_package.parent.parent.parent], log_root=tmp_path)
+    with pytest.raises(TaskError, match="needs a GPU.*--device cpu") as e:
+        ev.evaluate("kfc/toy-sum", mode="oracle", grader="hidden")
+    assert "\n" not in str(e.value)
+    code = "import os\nPROBE = [os.environ.get('KERNELBENCH_DEVICE'), os.environ.get('TRITON_INTERPRET')]\n"
+    v = ev.evaluate("kfc/toy-sum", candidate=probe(code), grader="hidden", device="cpu")
+    assert v.status == Status.ok and v.hardware == "cpu" and v.reward == 0.0
+    assert v.raw["probe"] == ["cpu", "1"]

@@ -34,6 +34,7 @@ from typing import Any
 from evaluator import dockerfile, sandbox
 from evaluator.backends.base import GradeRequest, GradeRun, InfraError, Prepared
 from evaluator.config import LocalConfig
+from evaluator.hardware import gpu_mounts
 from evaluator.task import NOT_IN_IMAGE, BUNDLED_TASKS, Task, package_hash
 from evaluator.verdict import read_reward_file
 
@@ -153,7 +154,7 @@ class LocalBackend:
             (run_dir / d).mkdir(parents=True)
         try:
             _write_files(run_dir / "upper", task.source_root, request.files, home / "upper")
-            binds: list[tuple[Path, str]] = []
+            binds: list[tuple[Path, str]] = [(Path(m), m) for m in gpu_mounts()] if task.gpus else []
             if request.grader == "hidden":
                 binds.append((task.tests_dir, "/tests"))
             for name, host in request.reviewer_files.items():
