@@ -53,6 +53,9 @@ class LoopConfig(_Strict):
     inspiration_chars: int = Field(6000, ge=200)
     final_regrade_top: int = Field(3, ge=1)
     score_final_with_hidden: bool = True
+    use_planner: bool = True  # False: a fixed plan, no planner call (ablations, single-shot, best-of-N)
+    use_summarizer: bool = True  # False: lessons from the verdicts alone, no summarizer call
+    edit_format: Literal["any", "whole_file"] = "any"  # what executors are asked for
 
 
 class RunConfig(_Strict):

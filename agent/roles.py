@@ -16,6 +16,10 @@ from agent.population import Solution
 from agent.prompts import code_block, render, variant, verdict_text
 
 SYSTEM = "You are part of pesflow, an evolutionary search for faster, exactly correct kernels and systems code."
+WHOLE_FILE_HELP = (
+    "Answer with the complete new text of every file you change, each in its own fenced code block "
+    "whose info string names the file, e.g.\n```python path/to/file.py\n<the whole file>\n```"
+)
 FALLBACK_PLAN = "Make the parent faster while keeping every result exact: remove the dominant cost you can see in its code."
 
 
@@ -31,6 +35,7 @@ class Context:
     lesson_chars: int = 400
     plan_chars: int = 4000
     inspiration_chars: int = 6000
+    whole_files_only: bool = False
 
 
 def _memory_text(memory: list[str]) -> str:
@@ -79,7 +84,7 @@ class Proposal:
 def executor_prompt(ctx: Context, parent: Solution, plan_text: str, child_index: int, children: int) -> str:
     return render("executor", instruction=ctx.instruction, plan=plan_text, child_index=child_index + 1, children=children,
                   variant=variant(child_index), parent_id=parent.id, parent_code=code_block(parent.files),
-                  edit_format=EDIT_FORMAT_HELP, scope=", ".join(ctx.scope))
+                  edit_format=WHOLE_FILE_HELP if ctx.whole_files_only else EDIT_FORMAT_HELP, scope=", ".join(ctx.scope))
 
 
 def propose(gw: Gateway, ctx: Context, parent: Solution, plan_text: str, child_index: int, children: int,

@@ -67,7 +67,8 @@ class Search:
         self.progress = progress or Progress(quiet=True)
         self.ctx = roles.Context(instruction=task.instruction(), title=task.toml.task.title or task.name, scope=task.scope,
                                  memory_items=cfg.loop.memory_items, lesson_chars=cfg.loop.lesson_chars,
-                                 plan_chars=cfg.loop.plan_chars, inspiration_chars=cfg.loop.inspiration_chars)
+                                 plan_chars=cfg.loop.plan_chars, inspiration_chars=cfg.loop.inspiration_chars,
+                                 whole_files_only=cfg.loop.edit_format == "whole_file")
         self.population: Population | None = None
         self.baseline_files: dict[str, str] = {}
         self.scorings = {"dev": 0, "hidden": 0}
@@ -161,6 +162,9 @@ class Search:
         parent = self.population.get(state["parent_id"])
         inspirations = [self.population.get(i) for i in state["inspiration_ids"]]
         recent = [s for s in self.population.failures() if s.round > 0][-self.cfg.loop.recent_failures :] if self.cfg.loop.recent_failures else []
+        if not self.cfg.loop.use_planner:
+            self.journal("plan", round=k, parent_id=parent.id, ok=True, plan=roles.FALLBACK_PLAN, planner=False)
+            return {"plan": roles.FALLBACK_PLAN}
         try:
             text, prompt, ok = roles.plan(self.gw, self.ctx, parent, inspirations, recent, tag=f"r{k}/plan")
         except BudgetExhausted:
@@ -250,6 +254,11 @@ class Search:
         self.progress.phase(k, "summarizing")
         parent = self.population.get(state["parent_id"])
         diffs = {s.id: Candidate(files=s.files).diff(parent.files) for s in self.pending}
+        if not self.cfg.loop.use_summarizer:
+            lessons = {s.id: roles.default_lesson(s) for s in self.pending}
+            self.pending = [s.model_copy(update={"lessons": f"{lessons[s.id]} {s.lessons}".strip()}) for s in self.pending]
+            self.journal("summary", round=k, ok=True, lessons=lessons, memory=self.ctx.memory, summarizer=False)
+            return {}
         try:
             lessons, memory, prompt, response, ok = roles.summarize(self.gw, self.ctx, k, parent, state["plan"], self.pending,
                                                                     diffs, tag=f"r{k}/summary")

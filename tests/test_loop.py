@@ -263,3 +263,17 @@ def test_bundled_router_search_improves_with_the_answers(tmp_path, cache_dir):
     speedups = [b["speedup"] for b in run["best_by_round"]]
     assert speedups[1] > 1.1 and speedups[-1] > 1.3 * speedups[1], speedups
     assert run["best"]["status"] == "ok" and run["best"]["speedup"] > 2
+
+
+def test_single_shot_ablation_makes_one_executor_call(toy_root, tmp_path, cache_dir):
+    with ScriptedLLMServer(kernel_engineer) as server:
+        cfg = config(tmp_path, cache_dir, server, **{"loop.rounds": 1, "loop.children": 1, "loop.use_planner": "false",
+                                                        "loop.use_summarizer": "false", "loop.edit_format": "whole_file"})
+        run_dir, status = start_run(cfg, "kfc/toy-sum", [str(toy_root)])
+        roles_called = [("planner" if "You are the planner" in r.messages[-1]["content"] else
+                         "summarizer" if "You are the summarizer" in r.messages[-1]["content"] else "executor")
+                        for r in server.requests]
+        prompts = [r.messages[-1]["content"] for r in server.requests]
+    assert status == "finished" and roles_called == ["executor"]
+    assert "complete new text of every file" in prompts[0] and "<<<<<<< SEARCH" not in prompts[0]
+    assert json.loads((run_dir / "run.json").read_text())["totals"]["llm_calls"] == 1
