@@ -59,12 +59,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="where run directories go (default traces/)")
     p.add_argument("--quiet", action="store_true", help="no live display: one plain line per round")
 
+    p = sub.add_parser("resume", help="continue a stopped, killed or finished run from its last checkpoint")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--from-round", type=int, metavar="K", help="continue from the checkpoint of round K instead of the last")
+    p.add_argument("--rounds", type=int, help="raise the number of rounds (to continue a finished run)")
+    p.add_argument("--quiet", action="store_true")
+
+    p = sub.add_parser("replay", help="re-run a recorded search with every LLM answer from its journal (no network)")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--regrade", action="store_true", help="grade every candidate again and compare with the record")
+    p.add_argument("--out", metavar="DIR", help="where the replay's run directory goes")
+    p.add_argument("--quiet", action="store_true")
+
+    p = sub.add_parser("audit", help="check a run directory (or a LoongFlow trace) and exit non-zero on any violation")
+    p.add_argument("path", metavar="DIR")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("import", help="convert a LoongFlow run or published trace mirror into a pesflow run directory")
+    p.add_argument("dir", metavar="DIR", help="the trace: the folder holding database/, iteration/, evaluator/")
+    p.add_argument("--out", metavar="RUN_DIR", help="the new run directory (default: <run.out>/loongflow/<DIR's name>)")
+
     p = sub.add_parser("calibrate", help="re-measure a task's anchor here: the oracle against the frozen baseline")
     _common(p)
     p.add_argument("task")
     p.add_argument("--repeats", type=int, help="oracle runs to take the median of (default from config, at least 3)")
     p.add_argument("--dry-run", action="store_true", help="measure and print, write nothing")
     p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("baselines", help="run a matrix of methods x tasks x seeds into summary.jsonl, tables and figures")
+    _common(p)
+    p.add_argument("baselines_config", metavar="CONFIG", help="a baselines YAML file (configs/baselines.yaml documents one)")
+    p.add_argument("--out", metavar="DIR", help="where cells/, summary.jsonl, tables/ and figures/ go (default: the file's out)")
+
+    p = sub.add_parser("report", help="write one self-contained HTML page about a run: tree, diffs, verdicts, lessons, costs")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--out", metavar="FILE.html", help="where the page goes (default RUN_DIR/report.html)")
     return parser
 
 
@@ -148,19 +177,102 @@ def cmd_run(args: argparse.Namespace, config, console: Console) -> int:  # noqa:
     return 0 if status in ("finished", "budget_exhausted") else 1
 
 
-COMMANDS = {"tasks": cmd_tasks, "evaluate": cmd_evaluate, "calibrate": cmd_calibrate, "run": cmd_run}
+def cmd_resume(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
+    from agent.durable import resume_run
+
+    run_dir, status = resume_run(Path(args.run_dir), from_round=args.from_round, rounds=args.rounds, console=console,
+                                 quiet=True if args.quiet else None)
+    print(f"run: {run_dir}")
+    return 0 if status in ("finished", "budget_exhausted") else 1
+
+
+def cmd_replay(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
+    from agent.durable import replay_run
+
+    dest, status, comparisons = replay_run(Path(args.run_dir), out=Path(args.out) if args.out else None,
+                                           regrade=args.regrade, console=console, quiet=True if args.quiet else None)
+    disagree = [c for c in comparisons if not c["correctness_agrees"]]
+    for c in comparisons:
+        print(f"{c['content_hash'][:12]} {c['label'] or 'search':14} recorded {c['recorded_status']:10} "
+              f"{c['recorded_speedup']!s:>10}  now {c['new_status']:10} {c['new_speedup']!s:>10}  "
+              f"correctness {'agrees' if c['correctness_agrees'] else 'DIFFERS'}; speed "
+              f"{ {True: 'within noise', False: 'OUTSIDE noise', None: '-'}[c['speed_agrees']] }")
+    print(f"run: {dest}")
+    return 1 if disagree or status not in ("finished", "budget_exhausted", "no_llm") else 0
+
+
+def cmd_audit(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
+    from agent.audit import audit
+
+    try:
+        rep = audit(Path(args.path))
+    except FileNotFoundError as e:
+        raise ValueError(str(e)) from None
+    if args.json:
+        print(rep.model_dump_json())
+    else:
+        print(f"audit of {rep.path} ({rep.kind})")
+        for line in rep.findings:
+            print(f"  ok   {line}")
+        for line in rep.violations:
+            print(f"  FAIL {line}")
+        print(f"{len(rep.violations)} violation(s)")
+    return 1 if rep.violations else 0
+
+
+COMMANDS = {"resume": cmd_resume, "replay": cmd_replay, "audit": cmd_audit, "tasks": cmd_tasks, "evaluate": cmd_evaluate, "calibrate": cmd_calibrate, "run": cmd_run}
+
+
+def cmd_baselines(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
+    from agent.baselines import load_baselines, run_matrix
+
+    bc = load_baselines(args.baselines_config)
+    res = run_matrix(config, bc, Path(args.out or bc.out), [*args.tasks_root, *bc.tasks_roots, *config.tasks_roots], console=console)
+    print(f"cells: {len(res.ran)} run, {len(res.skipped)} already done, {len(res.failed)} failed")
+    for cell, msg in res.failed:
+        print(f"failed: {cell.rel}: {msg}", file=sys.stderr)
+    print(f"summary: {res.out / 'summary.jsonl'}")
+    return 1 if res.failed else 0
+
+
+def cmd_report(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
+    from agent.report import write_report
+
+    print(f"report: {write_report(Path(args.run_dir), Path(args.out) if args.out else None)}")
+    return 0
+
+
+COMMANDS.update(baselines=cmd_baselines, report=cmd_report)
+
+
+def cmd_import(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
+    from agent.loongflow import default_import_dir, import_loongflow
+
+    out = Path(args.out) if args.out else default_import_dir(Path(config.run.out), Path(args.dir))
+    run_dir = import_loongflow(Path(args.dir), out)
+    run = json.loads((run_dir / "run.json").read_text())
+    t, best = run["totals"], run["best"]
+    print(f"imported {t['solutions']} solutions ({t['passed']} passed), {t['checkpoints']} checkpoints, "
+          f"{t['evaluations']} verdicts; best {best['id']} score {best['score']}; "
+          f"{run['source']['audit_violations']} audit violation(s) in the source (pesflow audit {args.dir})")
+    print(run_dir)  # last line: the run directory alone, for scripts
+    return 0
+
+
+COMMANDS["import"] = cmd_import
 
 
 def main(argv: list[str] | None = None) -> int:
+    from agent.durable import RunDirError
     from evaluator.calibrate import CalibrationError
 
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `pesflow tasks | head` ends quietly
     args = build_parser().parse_args(argv)
     console = Console(stderr=False)
     try:
-        config = load_config(args.config, args.set)
+        config = load_config(getattr(args, "config", None), getattr(args, "set", []))
         return COMMANDS[args.command](args, config, console)
-    except (ConfigError, TaskError, CandidateError, CalibrationError, ValueError) as e:
+    except (ConfigError, TaskError, CandidateError, CalibrationError, RunDirError, ValueError) as e:
         print(f"pesflow {args.command}: {e}", file=sys.stderr)  # one line, never wrapped
         return 2
     except KeyboardInterrupt:

@@ -46,23 +46,25 @@ class Totals:
 
 
 class Recorded:
-    """Answers of an earlier run, by (request hash, occurrence): what resume and replay serve."""
+    """Answers of an earlier run, served by (tag, request hash) in the order they were given: the
+    tag ("r3/c1") tells apart identical prompts of different rounds."""
 
     def __init__(self, events: list[dict[str, Any]]):
-        self._answers: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        self._answers: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
         for e in events:
             d = e["data"]
-            if e["kind"] == "llm_call" and d.get("text") is not None:
-                self._answers[d["request_hash"]].append(d)
-        self._served: dict[str, int] = defaultdict(int)
+            if e["kind"] == "llm_call" and d.get("text") is not None and not d.get("replayed"):
+                self._answers[(d.get("tag", ""), d["request_hash"])].append(d)
+        self._served: dict[tuple[str, str], int] = defaultdict(int)
         self._lock = threading.Lock()
 
-    def take(self, request_hash: str) -> dict[str, Any] | None:
+    def take(self, tag: str, request_hash: str) -> dict[str, Any] | None:
+        key = (tag, request_hash)
         with self._lock:
-            n = self._served[request_hash]
-            answers = self._answers.get(request_hash, [])
+            n = self._served[key]
+            answers = self._answers.get(key, [])
             if n < len(answers):
-                self._served[request_hash] += 1
+                self._served[key] += 1
                 return answers[n]
             return None
 
@@ -94,7 +96,7 @@ class Gateway:
         except LeakError as e:
             self.journal.append("llm_call", **base, text=None, error=str(e), error_kind="leak")
             return Outcome(None, str(e), "leak")
-        recorded = self.recorded.take(rhash) if self.recorded else None
+        recorded = self.recorded.take(tag, rhash) if self.recorded else None
         if recorded is not None:
             with self._lock:
                 self.totals.calls += 1

@@ -20,7 +20,9 @@ def build(search: Search):
     g = StateGraph(RoundState)
     for name in ("baseline", "select", "plan", "execute", "evaluate", "summarize", "record", "finalize"):
         g.add_node(name, getattr(search, name))
-    g.add_edge(START, "baseline")
+    # A resumed run enters at `select` (or `finalize`) with the state of its last checkpoint.
+    g.add_conditional_edges(START, lambda s: s.get("enter", "baseline"),
+                            {"baseline": "baseline", "select": "select", "finalize": "finalize"})
     g.add_conditional_edges("baseline", lambda s: _after(search, s), {"select": "select", "finalize": "finalize"})
     g.add_edge("select", "plan")
     g.add_edge("plan", "execute")
@@ -32,8 +34,8 @@ def build(search: Search):
     return g.compile()
 
 
-def run(search: Search, start_round: int | None = None) -> RoundState:
+def run(search: Search, start: RoundState | None = None) -> RoundState:
     graph = build(search)
     # Each round is 7 steps; the default recursion limit (25) would stop a long search.
     limit = 10 * (search.cfg.loop.rounds + 2)
-    return graph.invoke({"round": start_round or 0}, config={"recursion_limit": limit})
+    return graph.invoke(start or {"round": 0, "enter": "baseline"}, config={"recursion_limit": limit})

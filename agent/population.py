@@ -88,7 +88,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -607,7 +607,7 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_dir_atomically(dest: Path, files: dict[str, Any]) -> None:
+def _write_dir_atomically(dest: Path, files: dict[str, Any], before_rename: Callable[[], None] | None = None) -> None:
     """Write files into a temp dir beside dest, fsync, then rename it to dest.
 
     An existing dest is swapped out only once the new one is complete, and put back if
@@ -629,6 +629,8 @@ def _write_dir_atomically(dest: Path, files: dict[str, Any]) -> None:
             _write_json(path, files[rel])
         for d in sorted({(tmp / rel).parent for rel in files}, key=lambda p: -len(p.parts)):
             _fsync_dir(d)
+        if before_rename is not None:  # a fault-injection point for the crash tests
+            before_rename()
         if dest.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=parent))
             os.replace(dest, old)  # onto an empty directory: allowed by rename(2)

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypedDict
 
-from agent import roles
+from agent import faults, roles
 from agent.config import Config
 from agent.gateway import BudgetExhausted, Gateway
 from agent.population import Population, Solution, _write_dir_atomically
@@ -34,6 +34,83 @@ VERSION = "0.1.0"
 SPEED_ONLY_GATES = {"speedup_not_above_baseline", "speedup_not_above_anchor", "ref_speedup_invalid"}
 
 
+def journal_totals(events: list[dict[str, Any]]) -> dict[str, Any]:
+    """LLM use and gradings of a run, each paid call and each grading counted once."""
+    t: dict[str, Any] = {"llm_calls": 0, "failed_llm_calls": 0, "replayed_llm_calls": 0, "input_tokens": 0,
+                         "output_tokens": 0, "usd": 0.0, "llm_seconds": 0.0, "calls_by_role": {},
+                         "evaluations": 0, "reused_verdicts": 0, "duplicates_not_regraded": 0,
+                         "scorings": {"dev": 0, "hidden": 0}, "grading_seconds": 0.0}
+    for e in events:
+        d = e["data"]
+        if e["kind"] == "llm_call":
+            if d.get("replayed"):
+                t["replayed_llm_calls"] += 1
+                continue
+            if d.get("error_kind") in ("leak", "not_recorded"):
+                continue  # never sent
+            t["llm_calls"] += 1
+            t["calls_by_role"][d["role"]] = t["calls_by_role"].get(d["role"], 0) + 1
+            if d.get("text") is None:
+                t["failed_llm_calls"] += 1
+            usage = d.get("usage") or {}
+            t["input_tokens"] += usage.get("input_tokens", 0)
+            t["output_tokens"] += usage.get("output_tokens", 0)
+            t["usd"] += d.get("cost_usd") or 0.0
+            t["llm_seconds"] += d.get("latency_s") or 0.0
+        elif e["kind"] == "verdict":
+            if d.get("reused"):
+                t["reused_verdicts"] += 1
+                continue
+            t["evaluations"] += 1
+            t["scorings"][d["grader"]] = t["scorings"].get(d["grader"], 0) + 1
+            t["grading_seconds"] += d.get("grading_seconds") or 0.0
+        elif e["kind"] == "duplicate":
+            t["duplicates_not_regraded"] += 1
+    t["usd"] = round(t["usd"], 6)
+    t["llm_seconds"] = round(t["llm_seconds"], 3)
+    t["grading_seconds"] = round(t["grading_seconds"], 3)
+    return t
+
+
+class RecordedVerdicts:
+    """Verdicts already journaled, by (code hash, label, grader), each served once per occurrence."""
+
+    def __init__(self, events: list[dict[str, Any]]):
+        self._by_key: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        for e in events:
+            d = e["data"]
+            if e["kind"] == "verdict" and not d.get("reused"):
+                self._by_key.setdefault((d["content_hash"], d.get("label", ""), d["grader"]), []).append(d["verdict"])
+        self._served: dict[tuple[str, str, str], int] = {}
+
+    def take(self, h: str, label: str, grader: str) -> dict[str, Any] | None:
+        key = (h, label, grader)
+        n = self._served.get(key, 0)
+        found = self._by_key.get(key, [])
+        if n < len(found):
+            self._served[key] = n + 1
+            return found[n]
+        return None
+
+
+def compare_verdicts(h: str, label: str, grader: str, recorded: Verdict, new: Verdict) -> dict[str, Any]:
+    """Correctness must agree exactly; speed within the grader's measured noise (its cv, at least 10%)."""
+    same_correctness = (recorded.status == new.status and sorted(recorded.hard_fail_reasons) == sorted(new.hard_fail_reasons)
+                        and recorded.tests == new.tests)
+    noise = 0.10
+    for cv in (recorded.cv, new.cv):
+        if isinstance(cv, (int, float)):
+            noise = max(noise, 3 * float(cv))
+    speed_agrees = None
+    if recorded.speedup and new.speedup:
+        import math
+
+        speed_agrees = abs(math.log(new.speedup / recorded.speedup)) <= math.log1p(noise)
+    return {"content_hash": h, "label": label, "grader": grader, "recorded_status": recorded.status.value,
+            "new_status": new.status.value, "recorded_speedup": recorded.speedup, "new_speedup": new.speedup,
+            "correctness_agrees": same_correctness, "speed_agrees": speed_agrees, "noise": round(noise, 4)}
+
+
 class RoundState(TypedDict, total=False):
     round: int
     island: int
@@ -43,6 +120,7 @@ class RoundState(TypedDict, total=False):
     proposals: list[dict[str, Any]]  # per child: id, status, detail, files (or None), repaired
     child_ids: list[str]
     stop: str  # why the search ends: rounds_done | budget_exhausted | no_llm | interrupted
+    enter: str  # where the graph starts: baseline (a new run), select or finalize (a resumed one)
 
 
 def files_hash(files: dict[str, str]) -> str:
@@ -71,11 +149,10 @@ class Search:
                                  whole_files_only=cfg.loop.edit_format == "whole_file")
         self.population: Population | None = None
         self.baseline_files: dict[str, str] = {}
-        self.scorings = {"dev": 0, "hidden": 0}
-        self.graded = 0
-        self.duplicates = 0
         self.started = time.monotonic()
-        self.grading_seconds = 0.0
+        self.recorded_verdicts = RecordedVerdicts([])
+        self.current_round = 0
+        self.regrade: list[dict[str, Any]] | None = None  # set by replay --regrade
         self.best_by_round: list[dict[str, Any]] = []
         self.pending: list[Solution] = []  # this round's children, added to the population by `record`
 
@@ -84,26 +161,40 @@ class Search:
         self.store.journal.append(kind, **data)
 
     def totals(self) -> dict[str, Any]:
-        t = self.gw.totals.as_dict() if self.gw else {}
-        return {**t, "evaluations": self.graded, "duplicates_not_regraded": self.duplicates,
-                "scorings": {**self.scorings, "task_budget": self.task.max_submissions,
-                             "hidden_over_budget": self.scorings["hidden"] > self.task.max_submissions},
-                "grading_seconds": round(self.grading_seconds, 3), "elapsed_seconds": round(time.monotonic() - self.started, 3)}
+        """Counted from the journal, the run's one source of truth: a resumed run counts what was
+        paid or graded before the crash once, and what it served again from the record never."""
+        t = journal_totals(self.store.journal.events())
+        t["scorings"] = {**t["scorings"], "task_budget": self.task.max_submissions,
+                         "hidden_over_budget": t["scorings"]["hidden"] > self.task.max_submissions}
+        t["elapsed_seconds"] = round(time.monotonic() - self.started, 3)
+        return t
 
     def grade(self, files: dict[str, str], *, label: str = "", grader: str | None = None) -> Verdict:
         grader = grader or self.grader
         h = files_hash(files)
+        recorded = self.recorded_verdicts.take(h, label, grader)
+        if recorded is not None:  # graded before the crash (resume) or in the run replayed
+            v = Verdict.model_validate(recorded)
+            self.journal("verdict", content_hash=h, label=label, grader=grader, verdict=recorded, reused=True)
+            if self.regrade is not None:
+                self.regrade.append(self._regrade(files, h, label, grader, v))
+            return v
         changed = {p: t for p, t in files.items() if t != self.baseline_files.get(p)}
         out = self.store.evaluation_dir(h, label)
-        t0 = time.monotonic()
+        faults.pause("grading", self.current_round, self.store.root)
         v = self.ev.evaluate(self.task, candidate=CandidateSource(files=changed), grader=grader, out_dir=out)
         if v.status == Status.infra_error:  # our trouble, not the candidate's: once more
             v = self.ev.evaluate(self.task, candidate=CandidateSource(files=changed), grader=grader, out_dir=out / "retry")
-        self.grading_seconds += time.monotonic() - t0
-        self.scorings[grader] += 1
-        self.graded += 1
-        self.journal("verdict", content_hash=h, label=label, grader=grader, verdict=v.model_dump(mode="json", exclude={"raw"}))
+        self.journal("verdict", content_hash=h, label=label, grader=grader, verdict=v.model_dump(mode="json", exclude={"raw"}),
+                     grading_seconds=v.seconds)
         return v
+
+    def _regrade(self, files: dict[str, str], h: str, label: str, grader: str, recorded: Verdict) -> dict[str, Any]:
+        """Replay --regrade: grade again and compare with what the run recorded."""
+        changed = {p: t for p, t in files.items() if t != self.baseline_files.get(p)}
+        v = self.ev.evaluate(self.task, candidate=CandidateSource(files=changed), grader=grader,
+                             out_dir=self.store.evaluation_dir(h, f"regrade-{label or 'search'}"))
+        return compare_verdicts(h, label, grader, recorded, v)
 
     @staticmethod
     def solution_from(v: Verdict, **fields: Any) -> Solution:
@@ -119,11 +210,20 @@ class Search:
         files = self.population.loongflow_files(iteration=k, extra_metadata={"task": self.task.name, "pesflow_round": k})
         files["pesflow_state.json"] = {
             "round": k, "next_round": k + 1, "population": self.population.to_dict(), "rng_state": rng_state(self.rng),
-            "memory": self.ctx.memory, "scorings": self.scorings, "graded": self.graded, "duplicates": self.duplicates,
-            "best_by_round": self.best_by_round, "totals": self.totals(),
+            "memory": self.ctx.memory, "best_by_round": self.best_by_round, "totals": self.totals(),
         }
-        _write_dir_atomically(self.store.checkpoint_dir(k), files)
+        _write_dir_atomically(self.store.checkpoint_dir(k), files,
+                              before_rename=lambda: faults.pause("checkpoint", k, self.store.root))
         self.journal("checkpoint", round=k, path=str(self.store.checkpoint_dir(k).relative_to(self.store.root)))
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """The search as checkpointed at the end of a round (pesflow_state.json)."""
+        self.population = Population.from_dict(state["population"])
+        self.baseline_files = dict(self.population.get("baseline").files)
+        if state.get("rng_state"):
+            set_rng_state(self.rng, state["rng_state"])
+        self.ctx.memory = list(state.get("memory") or [])
+        self.best_by_round = [b for b in state.get("best_by_round", []) if b["round"] <= state["round"]]
 
     # ------------------------------------------------------------------ steps
     def baseline(self, state: RoundState) -> RoundState:
@@ -148,6 +248,7 @@ class Search:
     def select(self, state: RoundState) -> RoundState:
         assert self.population is not None
         k = state["round"]
+        self.current_round = k
         island = self.population.island_for_round(k)
         before = rng_state(self.rng)
         parent, inspirations = self.population.sample(island, self.rng)
@@ -234,8 +335,8 @@ class Search:
             h = files_hash(p["files"])
             earlier = self.population.by_hash(h)
             if earlier is not None or h in first_of:
-                self.duplicates += 1
                 ref = earlier if earlier is not None else next(s for s in self.pending if s.id == first_of[h])
+                self.journal("duplicate", id=p["id"], of=ref.id, content_hash=h)
                 self.pending.append(ref.model_copy(update={**common, "files": p["files"], "content_hash": h,
                                                            "duplicate_of": ref.id, "lessons": ""}))
                 continue

@@ -1,0 +1,155 @@
+"""`pesflow audit DIR`: is this trace what it claims to be?
+
+For a pesflow run directory: the journal's hash chain is intact; every candidate's code
+matches its hash; every verdict has its grader logs; checkpoints agree with the journal;
+final/ matches the best candidate; every candidate stayed in scope; no API key or other
+secret appears in any file; nothing of the task's tests/ (nor its anchor) appears in any
+prompt. LoongFlow traces are handed to agent/loongflow.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from agent import journal
+from agent.prompts import LeakError, LeakGuard
+from agent.search import files_hash
+from agent.secrets import find_secrets
+from evaluator.candidate import apply_diff
+from evaluator.task import TaskError, load_task
+
+
+class AuditReport(BaseModel):
+    kind: str = "pesflow"
+    path: str
+    findings: list[str] = Field(default_factory=list)  # what was checked and seen
+    violations: list[str] = Field(default_factory=list)  # what is wrong
+    stats: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+def _last_state(run_dir: Path) -> tuple[str | None, dict[str, Any] | None]:
+    found = sorted(p for p in run_dir.glob("checkpoints/round-*") if (p / "pesflow_state.json").is_file())
+    if not found:
+        return None, None
+    return found[-1].name, json.loads((found[-1] / "pesflow_state.json").read_text())
+
+
+def audit_run(run_dir: Path) -> AuditReport:
+    rep = AuditReport(path=str(run_dir))
+    v, f = rep.violations.append, rep.findings.append
+    run = json.loads((run_dir / "run.json").read_text())
+    events = journal.read(run_dir / "journal.jsonl")
+    rep.stats["journal_lines"] = len(events)
+
+    # 1. the hash chain
+    chain = journal.verify(run_dir / "journal.jsonl")
+    for problem in chain:
+        v(f"journal: {problem}")
+    if not chain:
+        f(f"journal: {len(events)} lines, hash chain intact")
+
+    # 2. candidates match their hashes; checkpoints agree with the journal
+    cp_name, state = _last_state(run_dir)
+    solutions = {s["id"]: s for s in (state or {}).get("population", {}).get("solutions", [])}
+    rep.stats["candidates"] = len(solutions)
+    scope = set(run.get("task", {}).get("scope", []))
+    cand_events = {e["data"]["id"]: e["data"] for e in events if e["kind"] == "candidate"}
+    for sid, s in solutions.items():
+        if s["status"] != "no_code" and files_hash(s["files"]) != s["content_hash"]:
+            v(f"candidate {sid}: its code does not match its hash {s['content_hash'][:12]} ({cp_name})")
+        if sid not in cand_events:
+            v(f"candidate {sid} is in {cp_name} but no journal event records it")
+        elif cand_events[sid].get("content_hash") not in (None, s["content_hash"]) and s["status"] != "no_code":
+            v(f"candidate {sid}: the journal and {cp_name} disagree on its code hash")
+        outside = sorted(set(s["files"]) - scope) if scope else []
+        if outside:
+            v(f"candidate {sid} touches files outside the scope: {', '.join(outside)}")
+    missing = [cid for cid in cand_events if cid not in solutions and state is not None
+               and cand_events[cid].get("round", 0) <= state["round"]]
+    for cid in missing:
+        v(f"candidate {cid} is journaled for a checkpointed round but missing from {cp_name}")
+    cp_events = [e["data"]["round"] for e in events if e["kind"] == "checkpoint"]
+    on_disk = sorted(int(p.name.split("-")[1]) for p in run_dir.glob("checkpoints/round-*") if (p / "pesflow_state.json").is_file())
+    if sorted(set(cp_events)) != on_disk:
+        v(f"checkpoints on disk {on_disk} do not match the journal's {sorted(set(cp_events))}")
+    else:
+        f(f"checkpoints: {len(on_disk)} rounds, matching the journal; {len(solutions)} candidates match their hashes")
+
+    # 3. every verdict has its grader logs
+    graded = [e["data"] for e in events if e["kind"] == "verdict" and not e["data"].get("reused")]
+    for d in graded:
+        log_dir = d["verdict"].get("log_dir")
+        if not log_dir or not (Path(log_dir) / "verdict.json").is_file():
+            v(f"verdict of {d['content_hash'][:12]} ({d.get('label') or 'search'}, {d['grader']}): grader logs missing at {log_dir}")
+    rep.stats["verdicts"] = len(graded)
+    f(f"verdicts: {len(graded)} gradings recorded")
+
+    # 4. final/ is the best candidate
+    best = run.get("best") or {}
+    if best.get("id"):
+        s = solutions.get(best["id"])
+        if s is None:
+            v(f"final: the best candidate {best['id']} is not in the population")
+        else:
+            for rel, text in s["files"].items():
+                p = run_dir / "final" / "files" / rel
+                if not p.is_file() or p.read_text() != text:
+                    v(f"final/files/{rel} differs from candidate {best['id']}")
+            base = solutions.get("baseline", {}).get("files", {})
+            patch = run_dir / "final" / "candidate.patch"
+            if patch.is_file() and base:
+                try:
+                    applied = apply_diff(patch.read_text(), dict(base))
+                    if {k: t for k, t in applied.items() if t is not None} != {**base, **s["files"]}:
+                        v("final/candidate.patch applied to the baseline does not give the best candidate")
+                except Exception as e:  # noqa: BLE001 - any failure to apply is the finding
+                    v(f"final/candidate.patch does not apply to the baseline: {e}")
+            f(f"final: {best['id']} matches final/")
+
+    # 5. secrets anywhere
+    for p in sorted(run_dir.rglob("*")):
+        if p.is_file() and not p.is_symlink() and p.stat().st_size < 8 << 20:
+            names = find_secrets(p.read_text(errors="replace"))
+            if names:
+                v(f"{p.relative_to(run_dir)}: holds a secret ({', '.join(names)})")
+
+    # 6. nothing of tests/ in a prompt
+    try:
+        task = load_task(run["task"]["path"])
+    except (TaskError, KeyError):
+        f("leak check skipped: the task package is not at the path run.json records")
+        return rep
+    guard = LeakGuard(task)
+    prompts = [m["content"] for e in events if e["kind"] == "llm_call" for m in e["data"].get("messages") or []]
+    prompts += [p.read_text(errors="replace") for p in run_dir.glob("rounds/**/*prompt.md")]
+    for text in prompts:
+        try:
+            guard.check(text)
+        except LeakError as e:
+            v(f"prompt leak: {e}")
+            break
+    f(f"leak check: {len(prompts)} prompts hold nothing of tests/ nor the anchor" if rep.ok or not prompts else "leak check done")
+    return rep
+
+
+def audit(path: Path) -> AuditReport:
+    path = path.resolve()
+    if (path / "run.json").is_file() and (path / "journal.jsonl").is_file():
+        return audit_run(path)
+    try:
+        from agent.loongflow import audit_loongflow, is_loongflow_trace
+    except ImportError:  # pragma: no cover
+        is_loongflow_trace = None  # type: ignore[assignment]
+    if is_loongflow_trace is not None and is_loongflow_trace(path):
+        report = audit_loongflow(path)
+        return AuditReport(kind="loongflow", path=str(path), findings=report.findings, violations=report.violations,
+                           stats=report.stats)
+    raise FileNotFoundError(f"{path} is neither a pesflow run directory (run.json + journal.jsonl) nor a LoongFlow trace")
