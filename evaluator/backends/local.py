@@ -35,13 +35,13 @@ from evaluator import dockerfile, sandbox
 from evaluator.backends.base import GradeRequest, GradeRun, InfraError, Prepared
 from evaluator.config import LocalConfig
 from evaluator.hardware import gpu_mounts
+from evaluator.limits import DISK_QUOTA, Limits
 from evaluator.task import NOT_IN_IMAGE, BUNDLED_TASKS, Task, package_hash
 from evaluator.verdict import read_reward_file
 
-BACKEND_VERSION = "local-3"  # bump to invalidate prepared layers when the replay changes
+BACKEND_VERSION = "local-4"  # bump to invalidate prepared layers when the replay changes
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 READY = "@@pesflow:ready"
-TIMED = "@@pesflow:grader_ns="
 _INSTALL = re.compile(
     r"\b(apt-get|apt|apk|yum|dnf|microdnf|conda|mamba|micromamba|npm)\s+(-\S+\s+)*(update|install|upgrade|add)\b"
     r"|\bpip[0-9.]*\s+(-\S+\s+)*install\b|-m\s+pip\s+install\b|\buv\s+pip\s+install\b|\b(curl|wget)\s"
@@ -78,7 +78,9 @@ def is_install_step(script: str) -> bool:
 
 
 def host_python() -> Path:
-    return Path(os.path.realpath(sys.executable))
+    """The interpreter pesflow runs on, as invoked: when it is a venv's python (torch in a venv on
+    GPU machines), the venv is what stands in for the image's python, not its base interpreter."""
+    return Path(os.path.abspath(sys.executable))
 
 
 def host_site_packages() -> list[str]:
@@ -146,45 +148,86 @@ class LocalBackend:
         return None
 
     # ---------------------------------------------------------------- grade
+    def limits_for(self, task: Task) -> tuple[Limits, int | None]:
+        """The grading's limits from the task and the config, and the scratch size in MiB
+        (None: writes go to the host's disk, uncapped). The scratch is a tmpfs, so its files
+        are memory too: it is held to half the memory limit, leaving the rest to processes."""
+        c = self.config
+        memory = c.memory_mb if c.memory_mb is not None else task.toml.environment.memory_mb
+        memory = memory or None
+        scratch = c.disk_mb or None
+        if scratch and memory:
+            scratch = max(64, min(scratch, memory // 2))
+        return Limits(memory_mb=memory, pids=c.max_pids or None, gpu=task.gpus > 0), scratch
+
     def grade(self, prepared: Prepared, request: GradeRequest) -> GradeRun:
         task, meta = prepared.task, prepared.state
         home = self.cache / prepared.key
         run_dir = home / "runs" / uuid.uuid4().hex[:12]
-        for d in ("pwork", "base", "upper", "work", "root"):
+        for d in ("pwork", "base", "seed", "scratch", "root", "out"):
             (run_dir / d).mkdir(parents=True)
+        limits, scratch_mb = self.limits_for(task)
+        scratch = run_dir / "scratch"
         try:
-            _write_files(run_dir / "upper", task.source_root, request.files, home / "upper")
+            _write_files(run_dir / "seed", task.source_root, request.files, home / "upper")
             binds: list[tuple[Path, str]] = [(Path(m), m) for m in gpu_mounts()] if task.gpus else []
             if request.grader == "hidden":
                 binds.append((task.tests_dir, "/tests"))
             for name, host in request.reviewer_files.items():
                 binds.append((host, f"/.pesflow-reviewer/{name}"))
             command, results = _grader_command(request.grader, meta)
-            # Time the grader itself from inside, so that our own overhead can be told apart.
-            command = f"t0=$(date +%s%N); {command}; rc=$?; echo; echo {TIMED}$(( $(date +%s%N) - t0 )); exit $rc"
             env = {**meta["env"], "HOME": "/root", **request.env}
-            script = sandbox.mount_root_script(
-                lower=run_dir / "base", upper=run_dir / "upper", work=run_dir / "work", root=run_dir / "root",
-                hide=self._hidden(task), binds_ro=binds,
-            )
+            # Everything the grader writes lives on the scratch: copied out before it goes.
+            copy = [(scratch / "upper/logs", run_dir / "out/logs")]
+            copy += [(scratch / "upper" / r.lstrip("/"), run_dir / "out" / r.lstrip("/")) for r in results if not r.startswith("/logs/")]
             script = (
                 f"mount -t overlay overlay -o {sandbox.q(f'ro,lowerdir=/,upperdir={home}/upper,workdir={run_dir}/pwork')} "
-                f"{sandbox.q(run_dir / 'base')}\n" + script
-                + f"echo {READY}\nset +e\nexec {sandbox.chroot_command(run_dir / 'root', env, meta['workdir'], command, ['/bin/bash', '-c'])}\n"
+                f"{sandbox.q(run_dir / 'base')}\n"
+                + sandbox.scratch_script(scratch, scratch_mb, run_dir / "seed")
+                + sandbox.mount_root_script(
+                    lower=run_dir / "base", upper=scratch / "upper", work=scratch / "work", root=run_dir / "root",
+                    hide=self._hidden(task), binds_ro=binds, scratch=scratch, devices=_gpu_devices() if task.gpus else [])
+                + f"echo {READY}\n"
+                + sandbox.supervised_command(
+                    sandbox.chroot_command(run_dir / "root", env, meta["workdir"], command, ["/bin/bash", "-c"],
+                                           caps=sandbox.GRADER_CAPS),
+                    proc=run_dir / "root/proc", status=run_dir / "status", python=str(host_python()), copy_out=copy,
+                    max_file_bytes=self.config.max_log_bytes, max_total_bytes=16 * self.config.max_log_bytes,
+                    scratch=scratch if scratch_mb else None)
             )
-            res = sandbox.run(script, network=False, timeout=request.timeout, max_output=self.config.max_log_bytes)
-            if READY not in res.output and not res.timed_out:
+            try:
+                res = sandbox.run(script, network=False, timeout=request.timeout, max_output=self.config.max_log_bytes,
+                                  limits=limits, watch=_scratch_watch(scratch, scratch_mb), grace=STOP_GRACE_SEC,
+                                  max_output_total=self.config.max_output_mb << 20)
+            except sandbox.SandboxUnavailable as e:
+                raise InfraError(str(e)) from None
+            status = sandbox.read_status(run_dir / "status")
+            if READY not in res.output and not res.killed:
                 return GradeRun(None, res.returncode, False, res.seconds, res.output,
                                 infra_error=f"sandbox setup failed: {_last_line(res.output)}")
-            _copy_logs(run_dir / "upper" / "logs", request.out_dir / "logs", self.config.max_log_bytes)
+            _copy_logs(run_dir / "out/logs", request.out_dir / "logs", self.config.max_log_bytes)
             reward = None
             for rel in results:
-                reward = read_reward_file(run_dir / "upper" / rel.lstrip("/"))
+                reward = read_reward_file(run_dir / "out" / rel.lstrip("/"))
                 if reward is not None:
                     break
             (request.out_dir / "grader_output.log").write_text(res.output)
-            return GradeRun(reward, res.returncode, res.timed_out, res.seconds, res.output,
-                            grader_seconds=_grader_seconds(res.output))
+            breach = res.killed if res.killed != "timeout" else None
+            breach = breach or _scratch_full(status, scratch_mb)
+            strays = status.get("strays", "").split()
+            report = {"limits": {"memory_mb": limits.memory_mb, "pids": limits.pids, "disk_mb": scratch_mb,
+                                 "output_mb": self.config.max_output_mb, "timeout_sec": request.timeout},
+                      "killed": res.killed, "breach": breach, "strays": strays, "usage": res.usage,
+                      "scratch_used_bytes": _int(status.get("scratch_used")), "warnings": res.warnings}
+            (request.out_dir / "limits.json").write_text(json.dumps(report, indent=1))
+            if res.killed != "timeout":
+                reasons = [breach] if breach else []
+                if strays and self.config.stray_processes == "fail":
+                    reasons.append(BACKGROUND_PROCESS)
+                if reasons:
+                    reward = _limit_verdict(reward, reasons, res, strays, scratch_mb, limits)
+            return GradeRun(reward, res.returncode, res.killed == "timeout", res.seconds, res.output,
+                            grader_seconds=_grader_seconds(status))
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
 
@@ -192,9 +235,81 @@ class LocalBackend:
         pass
 
 
-def _grader_seconds(output: str) -> float | None:
-    found = re.findall(re.escape(TIMED) + r"(\d+)", output)
-    return int(found[-1]) / 1e9 if found else None
+STOP_GRACE_SEC = 10.0  # a stopped grading's init gets this long to kill the rest and copy its logs out
+BACKGROUND_PROCESS = "background_process"
+_DETAIL = {
+    "out_of_memory": "the grading went past its memory limit ({memory} MiB) and the kernel killed it",
+    "too_many_processes": "the grading tried to run more than {pids} processes and threads at once",
+    "disk_quota": "the grading filled its {disk} MiB of writable space",
+    "output_limit": "the grading printed more than {output} MiB",
+    BACKGROUND_PROCESS: "processes it started outlived the grader: {strays}",
+}
+
+
+def _limit_verdict(reward: dict[str, Any] | None, reasons: list[str], res: sandbox.SandboxResult, strays: list[str],
+                   scratch_mb: int | None, limits: Limits) -> dict[str, Any]:
+    """The grader's verdict (if it wrote one) with the named limits put first and reward 0: a
+    broken limit is the candidate's failure whatever the grader concluded."""
+    raw = dict(reward or {})
+    prior = raw.get("hard_fail_reasons") or raw.get("hard_fails") or []
+    if isinstance(prior, str):
+        prior = prior.replace(",", " ").split()
+    raw["hard_fail_reasons"] = reasons + [str(r) for r in prior if str(r) not in reasons]
+    raw.pop("hard_fails", None)
+    raw["reward"] = 0.0
+    fields = {"memory": limits.memory_mb, "pids": limits.pids, "disk": scratch_mb,
+              "output": round(res.usage.get("output_bytes", 0) / (1 << 20)), "strays": " ".join(strays[:5])}
+    raw["pesflow_limits"] = {r: _DETAIL[r].format(**fields) for r in reasons if r in _DETAIL}
+    raw["pesflow_grader_verdict"] = reward is not None
+    return raw
+
+
+def _gpu_devices() -> list[str]:
+    """The GPU's device nodes, bound into a GPU task's otherwise minimal /dev."""
+    return sorted(str(p) for p in Path("/dev").glob("nvidia*")) + (["/dev/dri"] if Path("/dev/dri").is_dir() else [])
+
+
+def _scratch_watch(scratch: Path, size_mb: int | None):
+    """A watch for sandbox.run: the scratch tmpfs, seen through the namespace's init, is full."""
+    if not size_mb:
+        return None
+
+    def watch(pid1: int) -> str | None:
+        try:
+            v = os.statvfs(f"/proc/{pid1}/root{scratch}")
+        except OSError:
+            return None
+        if v.f_blocks * v.f_frsize != size_mb << 20:
+            return None  # not mounted yet: this is the host's disk
+        return DISK_QUOTA if _full(v.f_bfree * v.f_frsize, size_mb << 20, v.f_ffree) else None
+
+    return watch
+
+
+def _full(free: int, total: int, inodes_free: int) -> bool:
+    return free < max(1 << 20, total // 100) or inodes_free == 0
+
+
+def _scratch_full(status: dict[str, str], size_mb: int | None) -> str | None:
+    used, total, inodes = _int(status.get("scratch_used")), _int(status.get("scratch_total")), _int(status.get("inodes_free"))
+    if size_mb and used is not None and total and _full(total - used, total, inodes if inodes is not None else 1):
+        return DISK_QUOTA
+    return None
+
+
+def _int(v: str | None) -> int | None:
+    try:
+        return int(v) if v is not None else None
+    except ValueError:
+        return None
+
+
+def _grader_seconds(status: dict[str, str]) -> float | None:
+    """The grader's own run time, stamped by the namespace's init around it."""
+    try:
+        return round(float(status["grader_end"]) - float(status["grader_start"]), 6)
+    except (KeyError, ValueError):
+        return None
 
 
 def _last_line(text: str) -> str:
@@ -430,7 +545,9 @@ class _Build:
         bin_dir.mkdir(parents=True, exist_ok=True)
         for name in ("python3", "python", f"python{sys.version_info.major}.{sys.version_info.minor}"):
             if not Path("/usr/local/bin", name).exists():
-                (bin_dir / name).symlink_to(host_python())
+                # A wrapper, not a symlink: a symlink to a venv's python loses the venv.
+                (bin_dir / name).write_text(f'#!/bin/sh\nexec {host_python()} "$@"\n')
+                (bin_dir / name).chmod(0o755)
 
     def _expose_host_site_packages(self) -> None:
         """Every venv the Dockerfile made also sees the host's site-packages (after its own)."""
