@@ -122,9 +122,12 @@ def audit_run(run_dir: Path) -> AuditReport:
                 v(f"{p.relative_to(run_dir)}: holds a secret ({', '.join(names)})")
 
     # 6. nothing of tests/ in a prompt
+    path = (run.get("task") or {}).get("path")
     try:
-        task = load_task(run["task"]["path"])
-    except (TaskError, KeyError):
+        if not path:
+            raise TaskError("no task path")
+        task = load_task(path)
+    except TaskError:
         f("leak check skipped: the task package is not at the path run.json records")
         return rep
     guard = LeakGuard(task)
