@@ -263,7 +263,7 @@ COMMANDS["import"] = cmd_import
 
 
 def main(argv: list[str] | None = None) -> int:
-    from agent.durable import RunDirError
+    from agent.run_store import RunDirError
     from evaluator.calibrate import CalibrationError
 
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `pesflow tasks | head` ends quietly

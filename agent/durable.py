@@ -21,15 +21,11 @@ from agent.gateway import Gateway, Recorded
 from agent.journal import read as read_journal
 from agent.progress import Progress
 from agent.prompts import LeakGuard
-from agent.run_store import RunStore
+from agent.run_store import RunDirError, RunStore
 from agent.runner import make_clients
 from agent.search import RecordedVerdicts, Search
 from evaluator.grader import Evaluator
 from evaluator.task import Task, TaskError, load_task
-
-
-class RunDirError(Exception):
-    """Not a run directory, or one that cannot be continued; one line naming the fix."""
 
 
 class RecordedOnly:

@@ -25,6 +25,10 @@ from agent.journal import Journal
 from agent.secrets import redact
 
 
+class RunDirError(Exception):
+    """Not a run directory, or one that cannot be continued; one line naming the fix."""
+
+
 def atomic_write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
