@@ -27,7 +27,9 @@ class LLMConfig(_Strict):
     planner: str | None = None  # per-role overrides of `default`
     executor: str | None = None
     summarizer: str | None = None
-    base_url: str | None = None  # an OpenAI-compatible server (vLLM, SGLang, Ollama...); else the SDK's env var
+    base_url: str | None = None  # the server of llm.default's provider (e.g. an OpenAI-compatible vLLM)
+    openai_base_url: str | None = None  # per provider, when roles mix providers; else the SDK's env var
+    anthropic_base_url: str | None = None
     max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     temperature: float | None = Field(None, ge=0)
     top_p: float | None = Field(None, gt=0, le=1)

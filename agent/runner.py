@@ -58,11 +58,12 @@ def make_clients(cfg: Config) -> dict[str, object] | None:
     prices = PriceTable.load(cfg.llm.prices)
     retry = RetryPolicy(max_attempts=cfg.llm.max_attempts, backoff_base_s=cfg.llm.backoff_base_sec,
                         backoff_max_s=cfg.llm.backoff_max_sec, timeout_s=cfg.llm.timeout_sec)
+    default_provider = parse_spec(cfg.llm.default)[0] if cfg.llm.default else None
     clients: dict[str, object] = {}
     for role, spec in specs.items():
         provider, _ = parse_spec(spec)
-        clients[role] = make_client(spec, base_url=cfg.llm.base_url if provider == "openai" or cfg.llm.base_url else None,
-                                    retry=retry, budget=budget, prices=prices,
+        base_url = getattr(cfg.llm, f"{provider}_base_url") or (cfg.llm.base_url if provider == default_provider else None)
+        clients[role] = make_client(spec, base_url=base_url, retry=retry, budget=budget, prices=prices,
                                     **({"max_tokens_param": cfg.llm.max_tokens_param} if provider == "openai" else {}))
     clients["default"] = clients["executor"]
     return clients

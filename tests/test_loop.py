@@ -277,3 +277,14 @@ def test_single_shot_ablation_makes_one_executor_call(toy_root, tmp_path, cache_
     assert status == "finished" and roles_called == ["executor"]
     assert "complete new text of every file" in prompts[0] and "<<<<<<< SEARCH" not in prompts[0]
     assert json.loads((run_dir / "run.json").read_text())["totals"]["llm_calls"] == 1
+
+
+def test_each_role_may_use_its_own_provider_and_model(toy_root, tmp_path, cache_dir):
+    with ScriptedLLMServer(kernel_engineer) as server:
+        cfg = config(tmp_path, cache_dir, server, **{"loop.rounds": 1, "llm.summarizer": "anthropic:summary-model",
+                                                        "llm.anthropic_base_url": server.anthropic_base_url})
+        run_dir, status = start_run(cfg, "kfc/toy-sum", [str(toy_root)])
+        seen = {(r.api, r.model, "summarizer" if "You are the summarizer" in r.messages[-1]["content"] else "other")
+                for r in server.requests}
+    assert status == "finished"
+    assert seen == {("openai", "test-model", "other"), ("anthropic", "summary-model", "summarizer")}
