@@ -20,11 +20,47 @@ class LocalConfig(_Strict):
         default_factory=lambda: ["PIP_*", "UV_*", "*_PROXY", "*_proxy", "SSL_CERT_*", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"]
     )
     max_log_bytes: int = Field(2 << 20, gt=4096)
+    # Limits of one grading (evaluator/limits.py); 0 turns one off.
+    memory_mb: int | None = Field(None, ge=0)  # None: the task's [environment].memory_mb
+    max_pids: int = Field(4096, ge=0)
+    disk_mb: int = Field(4096, ge=0)
+    max_output_mb: int = Field(64, ge=1)
+    stray_processes: Literal["fail", "kill"] = "fail"
+
+
+class DockerConfig(_Strict):
+    base_url: str | None = None  # None: DOCKER_HOST, else the engine's default socket
+    cache_dir: str = "~/.cache/pesflow"
+    pull: bool = False  # False: a base image missing from the engine is an infra error naming the fix
+    build_network: str = "host"
+    api_timeout_sec: float = Field(300, gt=0)
+    pids_limit: int = Field(4096, ge=64)
+    gpus_via: Literal["device_requests", "cdi"] = "device_requests"
+    warm_containers: bool = True  # False: a new container for every candidate (cold)
+    stray_processes: Literal["fail", "kill"] = "fail"
+    build_args_from_env: list[str] = Field(default_factory=lambda: ["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"])
+    max_log_bytes: int = Field(2 << 20, gt=4096)
+
+
+class ModalConfig(_Strict):
+    app_name: str = "pesflow-grading"
+    image: Literal["dockerfile", "registry"] = "dockerfile"
+    gpu: str = "H100"
+    cpu: float | None = Field(None, gt=0)
+    memory_mb: int | None = Field(None, gt=0)
+    startup_timeout_sec: float = Field(600, gt=0)
+    cache_dir: str = "~/.cache/pesflow"
+    max_log_bytes: int = Field(2 << 20, gt=4096)
 
 
 class EvaluatorConfig(_Strict):
-    backend: Literal["local"] = "local"
+    backend: Literal["local", "docker", "modal"] = "local"
     grader: Literal["dev", "hidden"] = "dev"
     timeout_sec: float | None = Field(None, gt=0)
     calibrate_repeats: int = Field(3, ge=3)
+    workers: int | None = Field(None, ge=1)
+    gpu_devices: list[int] | None = None
+    infra_retries: int = Field(1, ge=0)
     local: LocalConfig = Field(default_factory=LocalConfig)
+    docker: DockerConfig = Field(default_factory=DockerConfig)
+    modal: ModalConfig = Field(default_factory=ModalConfig)

@@ -34,11 +34,25 @@ MODES: tuple[str, ...] = ("candidate", "noop", "oracle", "negative")
 
 
 def make_backend(config: EvaluatorConfig, extra_hidden: list[Path] = ()) -> Backend:  # type: ignore[assignment]
+    from evaluator.parallel import ParallelBackend
+
+    inner: Backend
     if config.backend == "local":
         from evaluator.backends.local import LocalBackend
 
-        return LocalBackend(config.local, extra_hidden=list(extra_hidden))
-    raise ValueError(f"unknown backend {config.backend!r}")
+        inner = LocalBackend(config.local, extra_hidden=list(extra_hidden))
+    elif config.backend == "docker":
+        from evaluator.backends.docker import DockerBackend
+
+        inner = DockerBackend(config.docker)
+    elif config.backend == "modal":
+        from evaluator.backends.modal_backend import ModalBackend
+
+        inner = ModalBackend(config.modal)
+    else:
+        raise ValueError(f"unknown backend {config.backend!r}")
+    # worker slots, one grading per GPU at a time, infrastructure failures retried
+    return ParallelBackend(inner, workers=config.workers, gpu_devices=config.gpu_devices, retries=config.infra_retries)
 
 
 class CandidateSource:
@@ -125,6 +139,8 @@ class Evaluator:
                 files = self._materialize(prepared, source)
             except CandidateError as e:
                 return finish(Verdict(status=Status.hard_fail, hard_fail_reasons=[e.reason], message=str(e), **base))
+            except InfraError as e:  # reading the baseline from a container engine failed
+                return finish(Verdict(status=Status.infra_error, message=str(e), **base))
             # git apply may create files the header parse missed: check the result too
             violations = scope_violations(set(files), set(), task.scope)
             if violations:
@@ -142,7 +158,7 @@ class Evaluator:
         if run.infra_error:
             return finish(Verdict(status=Status.infra_error, message=run.infra_error, **base))
         if run.timed_out:
-            return finish(Verdict(status=Status.timeout, hard_fail_reasons=[f"timeout_after_{timeout:g}s"],
+            return finish(Verdict(status=Status.timeout, hard_fail_reasons=["timeout"],
                                   message=f"the grader ran past {timeout:g} s and was killed with everything it started", **base))
         if run.reward is None:
             tail = [ln for ln in run.output.strip().splitlines() if ln.strip() and not ln.startswith("@@pesflow:")][-1:] or ["no output"]
@@ -157,6 +173,8 @@ class Evaluator:
             # A GPU task checked on the CPU: correctness with small shapes, never a score.
             verdict.reward, verdict.hardware = 0.0, "cpu"
             verdict.message += " (GPU task checked on the CPU: correctness only, no reward)"
+        for note in getattr(run, "notes", ()):  # a backend's remarks (modal: the GPU used, an anchor from other hardware)
+            verdict.message += f"; {note}"
         return finish(verdict)
 
     # -----------------------------------------------------------------

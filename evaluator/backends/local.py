@@ -35,11 +35,11 @@ from evaluator import dockerfile, sandbox
 from evaluator.backends.base import GradeRequest, GradeRun, InfraError, Prepared
 from evaluator.config import LocalConfig
 from evaluator.hardware import gpu_mounts
-from evaluator.limits import DISK_QUOTA, Limits
+from evaluator.limits import DISK_QUOTA, HOST_OUT_OF_MEMORY, Limits
 from evaluator.task import NOT_IN_IMAGE, BUNDLED_TASKS, Task, package_hash
 from evaluator.verdict import read_reward_file
 
-BACKEND_VERSION = "local-4"  # bump to invalidate prepared layers when the replay changes
+BACKEND_VERSION = "local-5"  # bump to invalidate prepared layers when the replay changes
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 READY = "@@pesflow:ready"
 _INSTALL = re.compile(
@@ -205,6 +205,11 @@ class LocalBackend:
             if READY not in res.output and not res.killed:
                 return GradeRun(None, res.returncode, False, res.seconds, res.output,
                                 infra_error=f"sandbox setup failed: {_last_line(res.output)}")
+            if res.killed == HOST_OUT_OF_MEMORY:
+                peak = res.usage.get("memory_peak_bytes") or 0
+                return GradeRun(None, res.returncode, False, res.seconds, res.output,
+                                infra_error=f"the machine ran out of memory while grading (the grading used {peak >> 20} "
+                                            f"of its {limits.memory_mb} MiB); not the candidate's doing, grade it again")
             _copy_logs(run_dir / "out/logs", request.out_dir / "logs", self.config.max_log_bytes)
             reward = None
             for rel in results:
@@ -218,12 +223,15 @@ class LocalBackend:
             report = {"limits": {"memory_mb": limits.memory_mb, "pids": limits.pids, "disk_mb": scratch_mb,
                                  "output_mb": self.config.max_output_mb, "timeout_sec": request.timeout},
                       "killed": res.killed, "breach": breach, "strays": strays, "usage": res.usage,
+                      "signalled": status.get("signalled") or ("USR1" if status.get("stopped") and not res.killed else None),
                       "scratch_used_bytes": _int(status.get("scratch_used")), "warnings": res.warnings}
             (request.out_dir / "limits.json").write_text(json.dumps(report, indent=1))
             if res.killed != "timeout":
                 reasons = [breach] if breach else []
                 if strays and self.config.stray_processes == "fail":
                     reasons.append(BACKGROUND_PROCESS)
+                if status.get("signalled") or (status.get("stopped") and not res.killed):
+                    reasons.append(SANDBOX_TAMPERING)  # the init was signalled from inside
                 if reasons:
                     reward = _limit_verdict(reward, reasons, res, strays, scratch_mb, limits)
             return GradeRun(reward, res.returncode, res.killed == "timeout", res.seconds, res.output,
@@ -237,12 +245,14 @@ class LocalBackend:
 
 STOP_GRACE_SEC = 10.0  # a stopped grading's init gets this long to kill the rest and copy its logs out
 BACKGROUND_PROCESS = "background_process"
+SANDBOX_TAMPERING = "sandbox_tampering"
 _DETAIL = {
     "out_of_memory": "the grading went past its memory limit ({memory} MiB) and the kernel killed it",
     "too_many_processes": "the grading tried to run more than {pids} processes and threads at once",
     "disk_quota": "the grading filled its {disk} MiB of writable space",
     "output_limit": "the grading printed more than {output} MiB",
     BACKGROUND_PROCESS: "processes it started outlived the grader: {strays}",
+    SANDBOX_TAMPERING: "something in the grading signalled the sandbox's init",
 }
 
 
@@ -543,8 +553,11 @@ class _Build:
         """python3 where the python:3.11 images keep it, pointing at the host's interpreter."""
         bin_dir = self.upper / "usr/local/bin"
         bin_dir.mkdir(parents=True, exist_ok=True)
-        for name in ("python3", "python", f"python{sys.version_info.major}.{sys.version_info.minor}"):
-            if not Path("/usr/local/bin", name).exists():
+        # Dockerfiles name versioned interpreters (python3.11 on the CUDA images): any 3.x the
+        # host lacks is the host's own python, standing in like the rest of its software.
+        versions = [f"python3.{m}" for m in range(8, 15)]
+        for name in ("python3", "python", *versions):
+            if not Path("/usr/local/bin", name).exists() and not Path("/usr/bin", name).exists():
                 # A wrapper, not a symlink: a symlink to a venv's python loses the venv.
                 (bin_dir / name).write_text(f'#!/bin/sh\nexec {host_python()} "$@"\n')
                 (bin_dir / name).chmod(0o755)

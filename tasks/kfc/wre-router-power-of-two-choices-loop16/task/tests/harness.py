@@ -5,6 +5,14 @@ correctness against the independent reference (plus a cache probe and an
 input-mutation check), the error contract, and finally ABBA-paired timing
 against the frozen baseline. Writes one JSON document (--out) that
 compute_reward.py turns into the verdict files.
+
+From the import of the candidate on, a runtime guard (PEP 578 audit hooks,
+which cannot be removed) blocks and records what the scan looks for but a
+disguised spelling would slip past: grader files read, writes outside /tmp,
+network, new processes, ctypes. Processes the candidate started anyway are
+killed before the last verdict is written, and the process ends with
+os._exit, so no atexit handler, finalizer or thread of the candidate runs
+after the verdict.
 """
 
 # The clock is bound before any candidate code can be imported.
@@ -26,6 +34,7 @@ import statistics
 import sys
 import tokenize
 import traceback
+import _thread
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # Candidate code must not be able to import grader modules by name.
@@ -75,6 +84,7 @@ FORBIDDEN = [
     ("numpy_monkeypatch", r"\b(np|numpy)\s*\.\s*[A-Za-z_][\w.]*\s*=(?!=)"),
     ("setattr_on_module", r"\bsetattr\s*\(\s*(np|numpy|time|sys|os|gc)\b"),
     ("trace_hooks", r"\bset(trace|profile)\b"),
+    ("harness_access", r"\b__main__\b"),
 ]
 
 
@@ -244,6 +254,154 @@ def _tampered(modules, before):
 
 
 # ----------------------------------------------------------------------------
+# runtime guard: the scan's counterpart while candidate code runs
+# ----------------------------------------------------------------------------
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_SPAWN_EVENTS = {"subprocess.Popen", "os.system", "os.posix_spawn", "os.fork", "os.forkpty", "os.exec", "os.spawn"}
+_FS_EVENTS = {"os.remove", "os.rename", "os.symlink", "os.link", "os.truncate", "os.chmod", "os.chown",
+              "os.mkdir", "os.rmdir", "os.utime", "shutil.copyfile", "shutil.copymode", "shutil.copystat",
+              "shutil.copytree", "shutil.move", "shutil.rmtree"}
+_WRITABLE = ("/tmp", "/dev/shm", "/dev/null")
+
+
+def _under(path, roots):
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+class Guard:
+    """Blocks (PermissionError) and records what candidate code must not do.
+    The harness's own file work runs quiet (main thread, inside dump only)."""
+
+    def __init__(self, private):
+        self.private = [os.path.realpath(p) for p in private]
+        self.armed = False
+        self.quiet_thread = None
+        self.hits = []
+        self._busy = set()
+        sys.addaudithook(self._hook)
+
+    def _path(self, p):
+        try:
+            return os.path.realpath(os.fsdecode(p))
+        except (TypeError, ValueError):
+            return None
+
+    def _verdict(self, event, args):
+        if event == "open":
+            path, mode, flags = (tuple(args) + (None, None, None))[:3]
+            if isinstance(path, int):
+                return None
+            p = self._path(path)
+            if p is None:
+                return None
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and bool(flags & _WRITE_FLAGS))
+            if _under(p, self.private):
+                return ("writes_verifier_output" if writing and _under(p, ["/logs"]) else
+                        "touches_grader_files") + ":" + p
+            if writing and not _under(p, _WRITABLE):
+                return "writes_outside_scope:" + p
+            return None
+        if event in ("os.listdir", "os.scandir", "glob.glob"):
+            p = self._path(args[0]) if args and args[0] is not None else None
+            return "touches_grader_files:" + p if p and _under(p, self.private) else None
+        if event in _FS_EVENTS:
+            p = self._path(args[0]) if args and not isinstance(args[0], int) else None
+            return None if p and _under(p, _WRITABLE) else "writes_outside_scope:" + str(p)
+        if event.startswith("socket.") and event != "socket.__new__":
+            return "network"
+        if event in _SPAWN_EVENTS:
+            return "process_spawn"
+        if event.startswith("ctypes."):
+            return "ctypes"
+        if event in ("sys.settrace", "sys.setprofile"):
+            return "trace_hooks"
+        return None
+
+    def _hook(self, event, args):
+        if not self.armed:
+            return
+        tid = _thread.get_ident()
+        if tid == self.quiet_thread or tid in self._busy:
+            return
+        self._busy.add(tid)  # realpath below may raise events of its own
+        try:
+            hit = self._verdict(event, args)
+        finally:
+            self._busy.discard(tid)
+        if hit:
+            self.hits.append(hit)
+            raise PermissionError("blocked by the grader: " + hit)
+
+    def names(self):
+        return sorted({h.split(":")[0] for h in self.hits})
+
+
+_GUARD = None
+
+
+def _become_subreaper():
+    """Orphans of candidate processes are re-parented here, not to the init, so
+    _reap can find every one (double forks and new sessions included)."""
+    try:
+        import ctypes  # the grader's own use, before the guard is armed
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except Exception:  # noqa: BLE001 - without it, _reap still finds direct descendants
+        pass
+
+
+def _reap():
+    """Kill every process descending from this one; return 'pid:name' of the living ones."""
+    me = os.getpid()
+    found = []
+    for _ in range(50):
+        parents = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open("/proc/%s/stat" % entry, "rb") as fh:
+                    stat = fh.read().decode(errors="replace")
+            except OSError:
+                continue
+            name, rest = stat[stat.find("(") + 1:stat.rfind(")")], stat[stat.rfind(")") + 2:].split()
+            if rest and rest[0] != "Z":
+                parents[int(entry)] = (int(rest[1]), name)
+        mine, grew = {me}, True
+        while grew:
+            grew = False
+            for pid, (ppid, _) in parents.items():
+                if ppid in mine and pid not in mine:
+                    mine.add(pid)
+                    grew = True
+        mine.discard(me)
+        if not mine:
+            break
+        for pid in mine:
+            found.append("%d:%s" % (pid, parents[pid][1]))
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        _time_module.sleep(0.02)
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            pass
+    return sorted(set(found))
+
+
+def _runtime_findings():
+    """Named hard fails from the guard and from processes left behind (each once)."""
+    out = []
+    if _GUARD is not None:
+        out += ["forbidden_runtime:" + n for n in _GUARD.names()]
+        RAW["runtime_blocked"] = _GUARD.hits[:20]
+    return out
+
+
+# ----------------------------------------------------------------------------
 # timing
 # ----------------------------------------------------------------------------
 def _timed(fn, args):
@@ -317,12 +475,33 @@ _OUT = None
 
 
 def dump(stage=None):
-    if stage is not None:
-        RAW["stage"] = stage
-    tmp = _OUT + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(RAW, fh, indent=1, default=str)
-    os.replace(tmp, _OUT)
+    if _GUARD is not None:
+        _GUARD.quiet_thread = _thread.get_ident()
+    gc_was_on = gc.isenabled()
+    gc.disable()  # no candidate finalizer may run on this thread while it is quiet
+    try:
+        if stage == "done" and _GUARD is not None and _GUARD.armed:
+            # Nothing the candidate started may outlive the harness, or touch this file after it.
+            strays = _reap()
+            if strays:
+                RAW["strays"] = strays[:20]
+                if "background_process" not in RAW["hard_fail_reasons"]:
+                    RAW["hard_fail_reasons"].append("background_process")
+            for name in _runtime_findings():
+                if name not in RAW["hard_fail_reasons"]:
+                    RAW["hard_fail_reasons"].append(name)
+                    RAW["gates"]["forbidden_pattern"] = False
+        if stage is not None:
+            RAW["stage"] = stage
+        tmp = _OUT + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(RAW, fh, indent=1, default=str)
+        os.replace(tmp, _OUT)
+    finally:
+        if gc_was_on:
+            gc.enable()
+        if _GUARD is not None:
+            _GUARD.quiet_thread = None
 
 
 def main(a):
@@ -368,8 +547,20 @@ def main(a):
         if bad:
             raw["tampered"] = bad[:20]
             gates["forbidden_pattern"] = False
-            fails.append("forbidden_pattern:runtime_tampering")
-        return not bad
+            if "forbidden_pattern:runtime_tampering" not in fails:
+                fails.append("forbidden_pattern:runtime_tampering")
+        blocked = [n for n in _runtime_findings() if n not in fails]
+        if blocked:
+            gates["forbidden_pattern"] = False
+            fails.extend(blocked)
+        return not bad and not _GUARD.hits
+
+    global _GUARD
+    _become_subreaper()
+    private = [HERE, "/tests", "/opt/loop", "/opt/verifier-baseline", "/opt/verifier-correctness-manifest.json",
+               "/logs", os.path.dirname(os.path.abspath(_OUT)), os.path.abspath(a.prefail)]
+    _GUARD = Guard(private)
+    _GUARD.armed = True
 
     cand_fn = None
     import_msg = None
@@ -485,10 +676,15 @@ def _entry():
     try:
         return main(a)
     except Exception:  # noqa: BLE001 - a bug or a broken install on the grader side
+        if _GUARD is not None:
+            _GUARD.armed = False  # formatting the traceback reads this file
         RAW["grader_error"] = _short(traceback.format_exc(), 1500)
         dump("done")
         return 2
 
 
 if __name__ == "__main__":
-    sys.exit(_entry())
+    _rc = _entry()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(_rc)  # no atexit handler, finalizer or thread of the candidate runs after the verdict

@@ -1,0 +1,326 @@
+"""Resource limits of one grading: memory, processes, and the names of the kills they cause.
+
+A grading's processes are put in a cgroup of their own before anything runs (a shell joins
+it, then execs the sandbox), so every fork, thread and daemon inherits it and cannot leave.
+cgroup v1 (one hierarchy per controller) and v2 (the unified hierarchy) are both used, each
+only where this process may create a child group with that controller; where neither works
+the fallbacks are weaker and say so in `Plan.warnings`:
+
+- memory: RLIMIT_AS (address space, not resident memory; skipped for GPU tasks, whose
+  drivers reserve far more address space than they use);
+- processes: the sandbox's pid namespace is counted by polling /proc. Root ignores
+  RLIMIT_NPROC, so that limit would protect nothing.
+
+The checks return the names a verdict carries: `out_of_memory`, `too_many_processes`
+(and `host_out_of_memory`, which is the machine's trouble, not the candidate's).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import time
+import uuid
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+OUT_OF_MEMORY = "out_of_memory"
+HOST_OUT_OF_MEMORY = "host_out_of_memory"  # the machine's OOM killer, the grading well under its limit: infra
+TOO_MANY_PROCESSES = "too_many_processes"
+DISK_QUOTA = "disk_quota"
+OUTPUT_LIMIT = "output_limit"
+
+
+@dataclass(frozen=True)
+class Limits:
+    memory_mb: int | None = None  # resident memory (page cache and tmpfs files included)
+    pids: int | None = None  # processes + threads at once
+    gpu: bool = False  # no RLIMIT_AS fallback for GPU work
+
+
+def _own_cgroups() -> dict[str, str]:
+    """controller (or "" for v2) -> this process's cgroup path, from /proc/self/cgroup."""
+    out: dict[str, str] = {}
+    try:
+        text = Path("/proc/self/cgroup").read_text()
+    except OSError:
+        return out
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        if controllers == "":
+            out[""] = path
+        for c in controllers.split(","):
+            if c:
+                out[c] = path
+    return out
+
+
+def _v1_dir(controller: str) -> Path | None:
+    own = _own_cgroups()
+    base = CGROUP_ROOT / controller
+    if controller not in own or not (base / "cgroup.procs").exists():
+        return None
+    return base / own[controller].lstrip("/")
+
+
+def _v2_dir() -> Path | None:
+    own = _own_cgroups()
+    for base in (CGROUP_ROOT, CGROUP_ROOT / "unified"):
+        if "" in own and (base / "cgroup.controllers").exists() and not (base / "memory" / "cgroup.procs").exists():
+            return base / own[""].lstrip("/")
+    return None
+
+
+def _probe(parent: Path, files: tuple[str, ...]) -> bool:
+    """Can a child group be made under `parent` and does it have `files`?"""
+    probe = parent / f"pesflow-probe-{uuid.uuid4().hex[:8]}"
+    try:
+        probe.mkdir()
+    except OSError:
+        return False
+    try:
+        return all((probe / f).exists() for f in files)
+    finally:
+        try:
+            probe.rmdir()
+        except OSError:
+            pass
+
+
+def _v2_enable(parent: Path, controller: str) -> bool:
+    """v2 hands a controller to children only when the parent enables it (and holds no
+    processes itself, unless it is the root): try, and report whether it is on."""
+    try:
+        if controller in (parent / "cgroup.subtree_control").read_text().split():
+            return True
+        (parent / "cgroup.subtree_control").write_text(f"+{controller}")
+        return True
+    except OSError:
+        return False
+
+
+@dataclass
+class Support:
+    """Where each controller can be used on this machine (None: not usable)."""
+
+    memory: tuple[str, Path] | None  # ("v1" | "v2", parent group)
+    pids: tuple[str, Path] | None
+
+
+@lru_cache(maxsize=1)
+def detect() -> Support:
+    def find(controller: str, v1_files: tuple[str, ...], v2_files: tuple[str, ...]) -> tuple[str, Path] | None:
+        d = _v1_dir(controller)
+        if d is not None and _probe(d, v1_files):
+            return ("v1", d)
+        d = _v2_dir()
+        if d is not None and controller in (d / "cgroup.controllers").read_text().split() and _v2_enable(d, controller) \
+                and _probe(d, v2_files):
+            return ("v2", d)
+        return None
+
+    if os.geteuid() != 0:
+        return Support(None, None)
+    return Support(
+        memory=find("memory", ("memory.limit_in_bytes", "memory.oom_control"), ("memory.max", "memory.events")),
+        pids=find("pids", ("pids.max",), ("pids.max", "pids.events")),
+    )
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def _field(text: str, key: str) -> int:
+    for line in text.splitlines():
+        k, _, v = line.partition(" ")
+        if k == key:
+            try:
+                return int(v.strip())
+            except ValueError:
+                return 0
+    return 0
+
+
+@dataclass
+class Plan:
+    """The limits of one grading as applied: the groups, the wrapper, what fell back."""
+
+    limits: Limits
+    groups: dict[str, tuple[str, Path]] = field(default_factory=dict)  # "memory"/"pids" -> (version, dir)
+    rlimit_as_mb: int | None = None
+    poll_pids: int | None = None  # count the pid namespace instead of a pids group
+    warnings: list[str] = field(default_factory=list)
+
+    @classmethod
+    def make(cls, limits: Limits) -> "Plan":
+        plan = cls(limits)
+        support = detect()
+        tag = f"pesflow-{uuid.uuid4().hex[:12]}"
+        if limits.memory_mb:
+            if support.memory is not None:
+                plan._group("memory", support.memory, tag)
+            elif limits.gpu:
+                plan.warnings.append("no usable cgroup memory controller: this GPU grading runs without a memory limit")
+            else:
+                plan.rlimit_as_mb = limits.memory_mb
+                plan.warnings.append("no usable cgroup memory controller: memory held by RLIMIT_AS (address space) instead")
+        if limits.pids:
+            if support.pids is not None:
+                plan._group("pids", support.pids, tag)
+            else:
+                plan.poll_pids = limits.pids
+                plan.warnings.append("no usable cgroup pids controller: processes counted by polling /proc instead")
+        try:
+            plan._write_limits()
+        except OSError as e:
+            plan.remove()
+            raise LimitError(f"cannot set the grading's limits in its cgroup: {e}") from None
+        return plan
+
+    def _group(self, controller: str, where: tuple[str, Path], tag: str) -> None:
+        version, parent = where
+        _sweep(parent)
+        d = parent / tag  # under v2 every controller shares this one group
+        d.mkdir(exist_ok=True)
+        self.groups[controller] = (version, d)
+
+    def _write_limits(self) -> None:
+        mb = self.limits.memory_mb
+        if "memory" in self.groups:
+            version, d = self.groups["memory"]
+            if version == "v1":
+                (d / "memory.limit_in_bytes").write_text(str(mb << 20))
+                if (d / "memory.memsw.limit_in_bytes").exists():  # no escaping into swap
+                    try:
+                        (d / "memory.memsw.limit_in_bytes").write_text(str(mb << 20))
+                    except OSError:
+                        pass
+            else:
+                (d / "memory.max").write_text(str(mb << 20))
+                if (d / "memory.swap.max").exists():
+                    (d / "memory.swap.max").write_text("0")
+        if "pids" in self.groups:
+            version, d = self.groups["pids"]
+            (d / "pids.max").write_text(str(self.limits.pids))
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        """argv run by a shell that first joins the groups (and sets the rlimit), then execs it,
+        so that nothing of the grading ever runs outside them."""
+        lines = [f"echo $$ > {shlex.quote(str(d / 'cgroup.procs'))} || exit 98"
+                 for d in dict.fromkeys(d for _, d in self.groups.values())]
+        if self.rlimit_as_mb:
+            lines.append(f"ulimit -v {self.rlimit_as_mb * 1024} || exit 98")
+        if not lines:
+            return argv
+        return ["/bin/sh", "-c", "; ".join(lines) + '; exec "$@"', "pesflow-limits", *argv]
+
+    # while it runs -----------------------------------------------------------
+    def counters(self) -> dict[str, int]:
+        """Kernel counts of limit hits so far: OOM kills, refused forks."""
+        out = {"oom_kill": 0, "pids_max": 0}
+        if "memory" in self.groups:
+            version, d = self.groups["memory"]
+            out["oom_kill"] = _field(_read(d / ("memory.oom_control" if version == "v1" else "memory.events")), "oom_kill")
+        if "pids" in self.groups:
+            _, d = self.groups["pids"]
+            out["pids_max"] = _field(_read(d / "pids.events"), "max")
+        return out
+
+    def breach(self, pid1: int | None) -> str | None:
+        """The named limit the grading broke, or None."""
+        c = self.counters()
+        if c["oom_kill"]:
+            # The group's counter also counts kills by the machine-wide OOM killer: a grading
+            # that never came near its own limit was a victim of the machine, not the culprit.
+            peak = self.usage().get("memory_peak_bytes")
+            limit = (self.limits.memory_mb or 0) << 20
+            return HOST_OUT_OF_MEMORY if peak is not None and limit and peak < 0.9 * limit else OUT_OF_MEMORY
+        if c["pids_max"]:
+            return TOO_MANY_PROCESSES
+        if self.poll_pids and pid1 and count_namespace(pid1) > self.poll_pids:
+            return TOO_MANY_PROCESSES
+        return None
+
+    def usage(self) -> dict[str, int | None]:
+        out: dict[str, int | None] = {}
+        if "memory" in self.groups:
+            version, d = self.groups["memory"]
+            peak = _read(d / ("memory.max_usage_in_bytes" if version == "v1" else "memory.peak")).strip()
+            out["memory_peak_bytes"] = int(peak) if peak.isdigit() else None
+        if "pids" in self.groups:
+            peak = _read(self.groups["pids"][1] / "pids.peak").strip()
+            out["pids_peak"] = int(peak) if peak.isdigit() else None
+        return out
+
+    # after it ran ------------------------------------------------------------
+    def remove(self) -> list[int]:
+        """Kill whatever is still in the groups (nothing, normally: the namespace died with
+        its init) and delete them. Returns the pids that had to be killed."""
+        killed: list[int] = []
+        for _, d in dict.fromkeys(self.groups.values()):
+            for _ in range(50):
+                pids = [int(p) for p in _read(d / "cgroup.procs").split() if p.isdigit()]
+                if not pids:
+                    break
+                for p in pids:
+                    try:
+                        os.kill(p, signal.SIGKILL)
+                        killed.append(p)
+                    except ProcessLookupError:
+                        pass
+                time.sleep(0.02)
+            for _ in range(50):
+                try:
+                    d.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
+        self.groups.clear()
+        return sorted(set(killed))
+
+
+class LimitError(Exception):
+    """The limits could not be applied: a machine-level problem (infra_error)."""
+
+
+def _sweep(parent: Path) -> None:
+    """Groups left by a killed pesflow: removed when empty (rmdir refuses otherwise) and a
+    minute old (a group another grading just made is empty until its shell joins it)."""
+    try:
+        for d in parent.glob("pesflow-*"):
+            try:
+                if d.is_dir() and time.time() - d.stat().st_mtime > 60 and not _read(d / "cgroup.procs").split():
+                    d.rmdir()
+            except OSError:
+                pass
+    except OSError:
+        pass
+
+
+def count_namespace(pid1: int) -> int:
+    """Processes in the pid namespace whose init has host pid `pid1` (0 when it is gone)."""
+    try:
+        ns = os.readlink(f"/proc/{pid1}/ns/pid")
+    except OSError:
+        return 0
+    n = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if os.readlink(f"/proc/{entry.name}/ns/pid") == ns:
+                    n += 1
+            except OSError:
+                pass
+    return n
