@@ -1,0 +1,76 @@
+"""What runs inside a grading container, shared by the docker and Modal backends.
+
+The grader is run by a small shell wrapper that times it from inside (so that our own
+overhead can be told apart from the grader's run), then lists the processes it left running
+and kills them. A limit the candidate broke (memory, background processes) becomes a named
+hard-fail reason in front of the grader's own, with reward 0, as the local backend reports it.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from evaluator.limits import OUT_OF_MEMORY
+
+BACKGROUND_PROCESS = "background_process"  # the name the local backend gives the same failure
+TIMED, STRAYS = "@@pesflow:grader_ns=", "@@pesflow:strays="
+
+# Lists the container's live processes other than its init, this shell and the init's own
+# `sleep` (pid $keep, or any `sleep` child of the init when $keep is empty); forks nothing.
+ALIVE_FN = r"""
+alive() {
+  left=""
+  for d in /proc/[0-9]*; do
+    p=${d#/proc/}
+    [ "$p" = 1 ] && continue
+    [ "$p" = "$$" ] && continue
+    [ "$p" = "$keep" ] && continue
+    read -r st < "$d/stat" 2>/dev/null || continue
+    rest=${st##*) }; state=${rest%% *}; rest=${rest#* }; ppid=${rest%% *}
+    comm=${st#*(}; comm=${comm%)*}
+    [ "$state" = Z ] && continue
+    [ -z "$keep" ] && [ "$ppid" = 1 ] && [ "$comm" = sleep ] && continue
+    left="$left $p:$comm"
+  done
+}
+"""
+
+
+def grader_script(command: str, keep: str) -> str:
+    """The grader, timed from inside; then what it left running is listed and killed."""
+    return (f"t0=$(date +%s%N); {command}; rc=$?; t1=$(date +%s%N); echo; echo {TIMED}$((t1 - t0))\n"
+            f"keep={shlex.quote(keep)}\n{ALIVE_FN}\nalive; echo \"{STRAYS}$left\"; kill -9 -1 2>/dev/null; exit $rc\n")
+
+
+def grader_seconds(output: str) -> float | None:
+    found = re.findall(re.escape(TIMED) + r"(\d+)", output)
+    return int(found[-1]) / 1e9 if found else None
+
+
+def left_running(output: str) -> list[str]:
+    """pid:command of each process the grader left running (listed just before they were killed)."""
+    found = re.findall("^" + re.escape(STRAYS) + "(.*)$", output, re.M)
+    return found[-1].split() if found else []
+
+
+_DETAIL = {
+    OUT_OF_MEMORY: "the grading went past its memory limit ({memory} MiB) and the kernel killed a process",
+    BACKGROUND_PROCESS: "processes it started outlived the grader: {strays}",
+}
+
+
+def with_reasons(reward: dict[str, Any] | None, reasons: list[str], *, memory_mb: int | None, strays: list[str]) -> dict[str, Any]:
+    """The grader's verdict (if any) with the limits it broke put first and reward 0, as the
+    local backend reports them: a broken limit is the candidate's failure."""
+    raw = dict(reward or {})
+    prior = raw.get("hard_fail_reasons") or raw.get("hard_fails") or []
+    if isinstance(prior, str):
+        prior = prior.replace(",", " ").split()
+    raw["hard_fail_reasons"] = reasons + [str(r) for r in prior if str(r) not in reasons]
+    raw.pop("hard_fails", None)
+    raw["reward"] = 0.0
+    raw["pesflow_limits"] = {r: _DETAIL[r].format(memory=memory_mb, strays=" ".join(strays[:5])) for r in reasons}
+    raw["pesflow_grader_verdict"] = reward is not None
+    return raw

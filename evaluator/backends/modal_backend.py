@@ -1,0 +1,265 @@
+"""The modal backend: each candidate graded in a fresh Modal Sandbox of the task's image.
+
+NOT EXERCISED END TO END: nothing here can reach Modal. tests/test_modal_backend.py checks
+everything up to the SDK's entry points (which it substitutes): the image, the sandbox's
+settings, what goes in and out, and that the sandbox is always terminated.
+
+Prepare: the image is Modal's build of environment/Dockerfile, with the same build context
+as the docker backend (tests/ and solution/ left out, heredocs rewritten), or the task's
+registry image ([environment].docker_image) with evaluator.modal.image=registry. It is built
+at prepare time, so a broken build is an infra error there and not in the first grading.
+A small reference sandbox answers what the baseline holds (scope files, the dev engine).
+
+Grade: a new sandbox per candidate (Modal's start-up is paid per candidate; isolation is a
+new machine), network blocked, the task's cpus and memory, for GPU tasks the configured GPU
+type with the task's count. tests/ is added to the sandbox's image only for the hidden
+grader (and the reviewer's patch for oracle/negative), the candidate's files go in as a tar,
+the grader runs as one exec with the grading's timeout (the sandbox's own timeout backs it),
+/logs comes back as regular files, and the sandbox is terminated whatever happened.
+
+Modal offers no H20: the verdict's message names the GPU the grading ran on and flags a
+task whose anchor was calibrated on other hardware (its reward is then not comparable).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+import shlex
+import shutil
+import tarfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evaluator.backends import archive
+from evaluator.backends.base import GradeRequest, GradeRun, InfraError, Prepared
+from evaluator.backends.build_context import build_context
+from evaluator.backends.in_container import (
+    BACKGROUND_PROCESS, grader_script, grader_seconds, left_running, with_reasons,
+)
+from evaluator.backends.local import _grader_command
+from evaluator.config import ModalConfig
+from evaluator.dockerfile import DockerfileError
+from evaluator.sandbox import _BoundedSink
+from evaluator.task import NOT_IN_IMAGE, Task, package_hash
+from evaluator.verdict import read_reward_file
+
+BACKEND_VERSION = "modal-1"
+REVIEWER = "/.pesflow-reviewer"
+DEV_ENGINES = ("/opt/loop/score_engine.sh", "/opt/loop/private/dev_tests/test.sh", "/opt/loop/private/tests/test.sh")
+REFERENCE_TIMEOUT_SEC = 3600
+
+
+@dataclass
+class ModalRun(GradeRun):
+    notes: list[str] = field(default_factory=list)  # for the verdict's message: the GPU used, anchor caveats
+
+
+def _short(e: BaseException) -> str:
+    return " ".join(f"{type(e).__name__}: {e}".split())[:300]
+
+
+class ModalBackend:
+    name = "modal"
+
+    def __init__(self, config: ModalConfig | None = None, sdk: Any = None):
+        self.config = config or ModalConfig()
+        self.cache = Path(self.config.cache_dir).expanduser().resolve() / "modal"
+        self._sdk_module = sdk
+        self._lock = threading.Lock()
+        self._app: Any = None
+        self._images: dict[str, Any] = {}
+        self._refs: dict[str, Any] = {}
+        self._baseline: dict[tuple[str, str], str | None] = {}
+
+    def sdk(self) -> Any:
+        if self._sdk_module is None:
+            try:
+                import modal  # the SDK is an extra: pip install 'pesflow[modal]'
+            except ImportError:
+                raise InfraError("the modal backend needs the Modal SDK: pip install 'pesflow[modal]', "
+                                 "then `modal token new` (or MODAL_TOKEN_ID / MODAL_TOKEN_SECRET)") from None
+            self._sdk_module = modal
+        return self._sdk_module
+
+    def _app_handle(self) -> Any:
+        with self._lock:
+            if self._app is None:
+                self._app = self.sdk().App.lookup(self.config.app_name, create_if_missing=True)
+            return self._app
+
+    # ---------------------------------------------------------------- prepare
+    def _key(self, task: Task) -> str:
+        h = hashlib.sha256()
+        h.update(package_hash(task.root, exclude_top=NOT_IN_IMAGE).encode())
+        h.update(f"{BACKEND_VERSION} {self.config.image}".encode())
+        return h.hexdigest()[:20]
+
+    def prepare(self, task: Task) -> Prepared:
+        start = time.monotonic()
+        key = self._key(task)
+        warnings: list[str] = []
+        try:
+            app = self._app_handle()
+            image = self._image(task, key, warnings).build(app)
+            self._images[key] = image
+            ref = self._reference(key)
+            found = _run(ref, "sh", "-c", 'for f in "$@"; do [ -f "$f" ] && echo "$f"; done', "pesflow", *DEV_ENGINES)[1].split()
+        except (InfraError, DockerfileError) as e:
+            raise InfraError(str(e)) from None
+        except Exception as e:  # the SDK's errors (auth, quota, build, network) come in many types
+            raise InfraError(f"Modal could not prepare {task.name}: {_short(e)}") from None
+        dev_engine = "score_engine" if DEV_ENGINES[0] in found else next((f for f in DEV_ENGINES[1:] if f in found), None)
+        state = {"dev_engine": dev_engine, "backend": BACKEND_VERSION, "image": self.config.image, "task": task.name}
+        return Prepared(task=task, key=key, seconds=round(time.monotonic() - start, 3), cached=False, warnings=warnings, state=state)
+
+    def _image(self, task: Task, key: str, warnings: list[str]) -> Any:
+        modal = self.sdk()
+        if self.config.image == "registry":
+            tag = task.toml.environment.docker_image
+            if not tag:
+                raise InfraError(f"{task.name} names no [environment].docker_image; use evaluator.modal.image=dockerfile")
+            return modal.Image.from_registry(tag)
+        ctx = build_context(task)
+        home = self.cache / key / "context"
+        shutil.rmtree(home, ignore_errors=True)
+        home.mkdir(parents=True)
+        with tarfile.open(fileobj=io.BytesIO(ctx.tar)) as tf:
+            tf.extractall(home, filter="data")
+        if ctx.rewritten.steps:
+            warnings.append(f"{ctx.rewritten.steps} BuildKit heredoc step(s) rewritten as COPY + RUN of a generated file")
+        # the context is already filtered: Modal must not apply a .dockerignore of its own
+        return modal.Image.from_dockerfile(home / ctx.dockerfile, context_dir=home, ignore=[])
+
+    def _reference(self, key: str) -> Any:
+        with self._lock:
+            ref = self._refs.get(key)
+        if ref is not None and ref.poll() is None:
+            return ref
+        ref = self.sdk().Sandbox.create("sleep", "infinity", app=self._app_handle(), image=self._images[key],
+                                        timeout=REFERENCE_TIMEOUT_SEC, block_network=True)
+        with self._lock:
+            self._refs[key] = ref
+        return ref
+
+    def baseline_text(self, prepared: Prepared, rel: str) -> str | None:
+        k = (prepared.key, rel)
+        if k not in self._baseline:
+            try:
+                rc, out = _run(self._reference(prepared.key), "cat", f"{prepared.task.source_root}/{rel}")
+            except Exception as e:
+                raise InfraError(f"Modal could not read the baseline of {rel}: {_short(e)}") from None
+            self._baseline[k] = out if rc == 0 else None
+        return self._baseline[k]
+
+    # ---------------------------------------------------------------- grade
+    def sandbox_settings(self, prepared: Prepared, request: GradeRequest) -> dict[str, Any]:
+        """Everything Sandbox.create is given, besides the image and the app."""
+        env = prepared.task.toml.environment
+        on_cpu = request.env.get("KERNELBENCH_DEVICE") == "cpu"
+        gpus = 0 if on_cpu else prepared.task.gpus
+        out: dict[str, Any] = {"timeout": int(math.ceil(request.timeout + self.config.startup_timeout_sec)),
+                               "block_network": True, "gpu": f"{self.config.gpu}:{gpus}" if gpus else None}
+        cpu, memory = self.config.cpu or env.cpus, self.config.memory_mb or env.memory_mb
+        if cpu:
+            out["cpu"] = float(cpu)
+        if memory:
+            out["memory"] = int(memory)
+        return out
+
+    def grade(self, prepared: Prepared, request: GradeRequest) -> GradeRun:
+        task = prepared.task
+        start = time.monotonic()
+        command, results = _grader_command(request.grader, prepared.state)
+        image = self._images[prepared.key]
+        if request.grader == "hidden":
+            image = image.add_local_dir(str(task.tests_dir), "/tests")  # only the hidden grader's sandbox has them
+        for name, host in request.reviewer_files.items():
+            image = image.add_local_file(str(host), f"{REVIEWER}/{name}")
+        settings = self.sandbox_settings(prepared, request)
+        sb = None
+        try:
+            sb = self.sdk().Sandbox.create("sleep", "infinity", app=self._app_handle(), image=image, **settings)
+            deletions = self._write_candidate(sb, task.source_root, request.files)
+            if deletions:
+                command = f"rm -f -- {' '.join(shlex.quote(p) for p in deletions)}; {command}"
+            rc, output, timed_out = self._run_grader(sb, grader_script(command, ""), request)
+            (request.out_dir / "grader_output.log").write_text(output)
+            logs = request.out_dir / "logs"
+            _, tar = _run(sb, "sh", "-c", "cd /logs 2>/dev/null && tar -cf - . || true", text=False)
+            archive.extract_regular(io.BytesIO(tar), logs, limit=self.config.max_log_bytes)
+            gpu_name = _run(sb, "sh", "-c", "nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1")[1].strip() \
+                if settings["gpu"] else ""
+        except InfraError:
+            raise
+        except Exception as e:
+            raise InfraError(f"Modal failed while grading: {_short(e)}") from None
+        finally:
+            if sb is not None:
+                try:
+                    sb.terminate()
+                except Exception:  # already gone: nothing left to pay for
+                    pass
+        reward = None
+        for rel in results:
+            reward = read_reward_file(logs / rel[len("/logs/"):]) if rel.startswith("/logs/") else None
+            if reward is not None:
+                break
+        strays = left_running(output) if not timed_out else []
+        if strays and reward is not None:
+            reward = with_reasons(reward, [BACKGROUND_PROCESS], memory_mb=task.toml.environment.memory_mb, strays=strays)
+        return ModalRun(reward, rc, timed_out, time.monotonic() - start, output, grader_seconds=grader_seconds(output),
+                        notes=hardware_notes(task, settings["gpu"], gpu_name))
+
+    def _write_candidate(self, sb: Any, root: str, files: dict[str, str | None]) -> list[str]:
+        put = {f"{root}/{rel}": (text.encode(), 0o644, 0, 0) for rel, text in files.items() if text is not None}
+        if put:
+            p = sb.exec("tar", "-xf", "-", "-C", "/", text=False)
+            p.stdin.write(archive.files_tar(put))
+            p.stdin.write_eof()
+            p.stdin.drain()
+            if p.wait() != 0:
+                raise InfraError("the sandbox refused the candidate's files (tar -x failed)")
+        return [f"{root}/{rel}" for rel, text in files.items() if text is None]
+
+    def _run_grader(self, sb: Any, script: str, request: GradeRequest) -> tuple[int, str, bool]:
+        sink = _BoundedSink(self.config.max_log_bytes)
+        t0 = time.monotonic()
+        p = sb.exec("sh", "-c", "exec 2>&1\n" + script, env=request.env, timeout=int(math.ceil(request.timeout)), text=False)
+        for chunk in p.stdout:
+            sink.feed(chunk if isinstance(chunk, bytes) else str(chunk).encode())
+        rc = p.wait()
+        timed_out = time.monotonic() - t0 >= request.timeout and rc != 0
+        return rc, sink.text(), timed_out
+
+    def close(self) -> None:
+        with self._lock:
+            refs, self._refs = list(self._refs.values()), {}
+        for ref in refs:
+            try:
+                ref.terminate()
+            except Exception:
+                pass
+
+
+def _run(sb: Any, *argv: str, text: bool = True) -> tuple[int, Any]:
+    """One command in a sandbox, its exit status and its whole stdout."""
+    p = sb.exec(*argv, text=text)
+    out = p.stdout.read()
+    return p.wait(), out
+
+
+def hardware_notes(task: Task, gpu_spec: str | None, gpu_name: str) -> list[str]:
+    """What the verdict's message says about where it was graded, and whether the anchor fits."""
+    where = f"Modal GPU {gpu_name or gpu_spec}" if gpu_spec else "a Modal CPU sandbox"
+    notes = [f"graded on {where}"]
+    anchor_hw = task.anchor.calibrated_on
+    family = (gpu_spec or "").split(":")[0].lower()
+    if task.anchor.value is not None and anchor_hw and not (family and family in anchor_hw.lower()):
+        notes.append(f"anchor calibrated on {anchor_hw}, not here: the reward is not comparable "
+                     "(re-measure it with `pesflow calibrate --set evaluator.backend=modal`)")
+    return notes

@@ -1,0 +1,409 @@
+"""The docker backend: its build context and Dockerfile rewrite (no engine needed), then real
+gradings through a Docker API engine (podman's in CI, tools/podman_setup.sh): the same verdicts
+as the local backend, isolation between candidates in one warm container, limits, retries.
+
+Engine tests skip when no engine answers, unless PESFLOW_REQUIRE_DOCKER=1 (CI sets it), which
+turns that into a failure.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import subprocess
+import tarfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from evaluator.backends import archive
+from evaluator.backends.base import InfraError
+from evaluator.backends.build_context import DOCKERFILE, GEN_DIR, base_images, build_context, rewrite
+from evaluator.config import DockerConfig, EvaluatorConfig
+from evaluator.grader import CandidateSource, Evaluator
+from evaluator.task import load_task
+from evaluator.verdict import Status
+from tests.conftest import FIXTURES, needs_root
+
+KERNEL = "toy/kernel.py"
+FAST = "def sum_squares(n):\n    n -= 1\n    return n * (n + 1) * (2 * n + 1) // 6 if n > 0 else 0\n"
+SPEED_ONLY = {"speedup_not_above_baseline", "speedup_not_above_anchor", "ref_speedup_invalid"}
+LH = "lh/wro-vllm-v1-priority-request-queue"
+
+
+def probe(code: str) -> CandidateSource:
+    return CandidateSource(files={KERNEL: FAST + "\n" + code + "\n"})
+
+
+# ------------------------------------------------------------------ no engine needed
+HEREDOCS = """# syntax=docker/dockerfile:1
+ARG BASE=python:3.11-slim-bookworm
+FROM ${BASE} AS build
+ENV WHO=world
+RUN cat <<'A' > /out && cat <<-B >> /out && echo "$WHO" >> /out
+literal $WHO
+A
+\texpanded $WHO
+\tB
+RUN <<EOF
+#!/usr/bin/env python3
+print("from a shebang body")
+EOF
+COPY --chmod=644 <<one <<two /files/
+first
+one
+second
+two
+FROM build
+RUN echo done
+"""
+
+
+def test_heredoc_steps_become_copy_and_run_of_generated_files(tmp_path):
+    r = rewrite(HEREDOCS)
+    assert r.steps == 3 and "syntax=" not in r.text
+    assert "<<" not in r.text  # nothing a builder without BuildKit would choke on
+    lines = r.text.splitlines()
+    assert "COPY .pesflow-gen/run-3.sh /.pesflow-heredoc/run-3.sh" in lines
+    assert "RUN . /.pesflow-heredoc/run-3.sh" in lines  # sourced by the Dockerfile's SHELL
+    assert "RUN /usr/bin/env python3 /.pesflow-heredoc/run-4.sh" in lines  # a #! body runs under its interpreter
+    assert "COPY --chmod=644 .pesflow-gen/copy-5/one .pesflow-gen/copy-5/two /files/" in lines
+    assert r.files[f"{GEN_DIR}/copy-5/one"] == "first\n" and r.files[f"{GEN_DIR}/copy-5/two"] == "second\n"
+    assert lines[-2:] == ["FROM build", "RUN echo done"]  # the rest verbatim
+    # The generated script means what BuildKit would have run: quoted heredoc literal,
+    # unquoted one expanded, <<- tabs stripped.
+    (tmp_path / "run.sh").write_text(r.files[f"{GEN_DIR}/run-3.sh"].replace("/out", str(tmp_path / "out")))
+    subprocess.run(["sh", "-c", f". {tmp_path / 'run.sh'}"], env={"WHO": "world", "PATH": os.environ["PATH"]}, check=True)
+    assert (tmp_path / "out").read_text() == "literal $WHO\nexpanded world\nworld\n"
+
+
+def test_a_dockerfile_without_heredocs_is_left_as_it_is():
+    text = "FROM python:3.11-slim-bookworm\nRUN echo hi \\\n && echo there\n"
+    assert rewrite(text).text == text and rewrite(text).files == {}
+
+
+def test_base_images_expand_args_and_skip_stages_and_scratch():
+    assert base_images(HEREDOCS) == ["python:3.11-slim-bookworm"]
+    assert base_images("FROM scratch\nFROM --platform=linux/amd64 nvidia/cuda:12.4 AS b\nFROM b\n") == ["nvidia/cuda:12.4"]
+
+
+def test_context_never_carries_the_hidden_grader_or_answers(toy_package):
+    task = load_task(str(toy_package))
+    (toy_package / "notes.tmp").write_text("ignored")
+    (toy_package / ".dockerignore").write_text("*.tmp\n")  # tests/ and solution/ no longer listed
+    ctx = build_context(task)
+    names = set(tarfile.open(fileobj=io.BytesIO(ctx.tar)).getnames())
+    assert not any(n.split("/")[0] in ("tests", "solution") for n in names)
+    assert "notes.tmp" not in names and ".dockerignore" not in names
+    assert {DOCKERFILE, f"{GEN_DIR}/run-10.sh", "environment/repo/toy/kernel.py"} <= names
+    with tarfile.open(fileobj=io.BytesIO(ctx.tar)) as tf:
+        assert "<<" not in tf.extractfile(DOCKERFILE).read().decode()
+
+
+def test_logs_coming_out_are_regular_files_only_and_bounded(tmp_path):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        for name, data in (("logs/verifier/reward.json", b'{"reward": 1}'), ("logs/big.txt", b"x" * 10000),
+                           ("logs/../../escape.txt", b"no")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+        link = tarfile.TarInfo("logs/verifier/link.json")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc/shadow"
+        tf.addfile(link)
+        dev = tarfile.TarInfo("logs/dev")
+        dev.type = tarfile.CHRTYPE
+        tf.addfile(dev)
+    buf.seek(0)
+    n = archive.extract_regular(buf, tmp_path / "out", limit=4096, strip=1)
+    got = sorted(p.relative_to(tmp_path / "out").as_posix() for p in (tmp_path / "out").rglob("*") if p.is_file() or p.is_symlink())
+    assert n == 2 and got == ["big.txt", "verifier/reward.json"]
+    assert (tmp_path / "out/big.txt").stat().st_size == 4096 and not (tmp_path / "escape.txt").exists()
+
+
+def test_no_engine_is_an_infra_error_naming_the_fix(tmp_path):
+    cfg = EvaluatorConfig(backend="docker", docker=DockerConfig(base_url=f"unix://{tmp_path}/no.sock", cache_dir=str(tmp_path)))
+    ev = Evaluator(cfg, tasks_roots=[FIXTURES], log_root=tmp_path / "logs")
+    v = ev.evaluate("kfc/toy-sum", mode="noop", grader="hidden")
+    assert v.status == Status.infra_error and v.backend == "docker"
+    assert "no container engine answers" in v.message and "podman_setup.sh" in v.message and "tried 2 times" in v.message
+
+
+# ------------------------------------------------------------------ a real engine
+def _engine_url() -> str | None:
+    if os.environ.get("DOCKER_HOST"):
+        return os.environ["DOCKER_HOST"]
+    for sock in ("/var/run/docker.sock", "/run/podman/podman.sock"):
+        if os.path.exists(sock):
+            return f"unix://{sock}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def engine_url() -> str:
+    from evaluator.backends.docker import DockerBackend
+
+    url = _engine_url()
+    try:
+        if url is None:
+            raise InfraError("no DOCKER_HOST and no engine socket; run tools/podman_setup.sh")
+        DockerBackend(DockerConfig(base_url=url)).api()
+    except InfraError as e:
+        if os.environ.get("PESFLOW_REQUIRE_DOCKER"):
+            pytest.fail(f"PESFLOW_REQUIRE_DOCKER is set and {e}")
+        pytest.skip(str(e))
+    return url
+
+
+def docker_config(url: str, cache: Path, **docker: object) -> EvaluatorConfig:
+    return EvaluatorConfig(backend="docker", docker=DockerConfig(base_url=url, cache_dir=str(cache), **docker))
+
+
+@pytest.fixture(scope="module")
+def dev(engine_url, tmp_path_factory):
+    """The docker evaluator shared by this module's tests (one warm container, one build)."""
+    ev = Evaluator(docker_config(engine_url, tmp_path_factory.mktemp("docker-cache")), tasks_roots=[FIXTURES],
+                   log_root=tmp_path_factory.mktemp("docker-evaluations"))
+    yield ev
+    ev.close()
+
+
+def _gist(v) -> tuple[str, list[str]]:  # noqa: ANN001
+    """What must agree across backends: the status and the named reasons, timing noise aside."""
+    reasons = sorted(r for r in v.hard_fail_reasons if r not in SPEED_ONLY)
+    status = "ok" if v.status == Status.hard_fail and not reasons else v.status.value
+    return status, reasons
+
+
+@pytest.mark.slow
+@needs_root
+@pytest.mark.parametrize("task", ["kfc/toy-sum", LH])
+def test_same_verdicts_as_the_local_backend(dev, evaluator, task, tmp_path):
+    # noop, oracle and negative through the hidden grader, then a scope violation
+    for mode in ("noop", "oracle", "negative"):
+        d = dev.evaluate(task, mode=mode, grader="hidden")
+        loc = evaluator.evaluate(task, mode=mode, grader="hidden")
+        assert d.backend == "docker" and loc.backend == "local"
+        assert _gist(d) == _gist(loc), (mode, d.message, loc.message)
+        assert d.tests.total == loc.tests.total and d.tests.passed == loc.tests.passed
+        assert d.grader_seconds is not None and d.grader_seconds < d.seconds
+    assert d.status == Status.hard_fail and "correctness_failed" in d.hard_fail_reasons  # the negative
+    oracle = dev.evaluate(task, mode="oracle", grader="hidden")
+    assert oracle.correct and oracle.speedup > 5
+    scope = dev.task(task).scope[0]
+    (tmp_path / "README.md").write_text("not in scope\n")
+    (tmp_path / Path(scope)).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / scope).write_text(dev.backend.baseline_text(dev.prepare(dev.task(task)), scope))
+    d = dev.evaluate(task, candidate=tmp_path, grader="hidden")
+    loc = evaluator.evaluate(task, candidate=tmp_path, grader="hidden")
+    assert d.status == loc.status == Status.scope_violation
+    assert d.hard_fail_reasons == loc.hard_fail_reasons == ["out_of_scope:README.md"]
+
+
+@pytest.mark.slow
+def test_dev_engine_and_heredoc_build(dev):
+    v = dev.evaluate("kfc/toy-sum", mode="oracle", grader="dev")
+    assert v.correct and v.speedup > 10
+    # the image was built by the engine from the rewritten Dockerfile: ARG reached ENV, the heredoc ran
+    assert v.raw["greeting"] == "hello" and v.raw["heredoc"] == "hello"
+
+
+DIRTY = r'''
+import os, subprocess
+for p in ("/tmp/leak", "/opt/leak", "/app/repo/stray.txt", "/dev/shm/leak", "/dev/leak", "/var/tmp/leak", "/root/.leak"):
+    open(p, "w").write("x")
+# a cheat that would make every later candidate look fast: a slow frozen baseline
+open("/opt/verifier-baseline/kernel.py", "w").write("def sum_squares(n):\n    import time; time.sleep(0.05)\n    return sum(i*i for i in range(n))\n")
+os.remove("/app/repo/toy/other.py")
+os.chmod("/opt/loop", 0)
+open("/etc/hosts", "a").write("1.2.3.4 evil\n")
+subprocess.run("cd /app/repo && git add -A && git commit -qm cheat", shell=True)
+subprocess.Popen(["sh", "-c", "sleep 1; echo late > /tmp/late; while :; do sleep 1; done"], start_new_session=True)
+PROBE = "dirty"
+'''
+CHECK = r'''
+import os, subprocess
+PROBE = [os.path.exists(p) for p in ("/tmp/leak", "/opt/leak", "/app/repo/stray.txt", "/dev/shm/leak", "/dev/leak",
+                                     "/var/tmp/leak", "/root/.leak", "/tmp/late")]
+PROBE += [open("/opt/verifier-baseline/kernel.py").read().count("sleep"), os.path.exists("/app/repo/toy/other.py"),
+          oct(os.stat("/opt/loop").st_mode & 0o777), "evil" in open("/etc/hosts").read(),
+          subprocess.run("git -C /app/repo rev-list --count HEAD", shell=True, capture_output=True, text=True).stdout.strip(),
+          sorted(set(open(f"/proc/{p}/comm").read().strip() for p in os.listdir("/proc") if p.isdigit()))]
+'''
+
+
+def trojan(folder: str) -> str:
+    """A candidate planting do-nothing `rm`, `chmod` and `kill` in `folder`, and a file to clean up."""
+    return (
+        "import os\n"
+        f"for tool in ('rm', 'chmod', 'kill'):\n"
+        f"    with open('{folder}/' + tool, 'w') as f:\n"
+        "        f.write('#!/bin/sh\\nexit 0\\n')\n"
+        f"    os.chmod('{folder}/' + tool, 0o755)\n"
+        "open('/opt/trojan-leak', 'w').write('x')\nPROBE = 'planted'\n"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("folder,same_container", [
+    ("/opt/kernelbench-venv/bin", True),  # first on the image's PATH: our execs never use that PATH
+    ("/usr/local/bin", False),  # a system folder: the container is replaced, not trusted to reset
+])
+def test_a_reset_never_runs_what_a_candidate_planted(dev, folder, same_container):
+    first = dev.evaluate("kfc/toy-sum", candidate=probe(trojan(folder)), grader="hidden")
+    assert first.raw["probe"] == "planted"
+    check = f"import os\nPROBE = [os.path.exists(p) for p in ('/opt/trojan-leak', '{folder}/rm')]\n"
+    second = dev.evaluate("kfc/toy-sum", candidate=probe(check), grader="hidden")
+    assert second.raw["probe"] == [False, False]
+    names = [json.loads((Path(v.log_dir) / "limits.json").read_text())["container_gradings"] for v in (first, second)]
+    assert (names[1] == names[0] + 1) == same_container
+
+
+@pytest.mark.slow
+def test_what_one_candidate_leaves_cannot_reach_the_next(dev):
+    noop_before = dev.evaluate("kfc/toy-sum", mode="noop", grader="hidden")
+    first = dev.evaluate("kfc/toy-sum", candidate=probe(DIRTY), grader="hidden")
+    assert first.raw["probe"] == "dirty"
+    assert first.status == Status.hard_fail and first.hard_fail_reasons[0] == "background_process"
+    time.sleep(1.5)  # the background process would have written /tmp/late by now, had it lived
+    second = dev.evaluate("kfc/toy-sum", candidate=probe(CHECK), grader="hidden")
+    leaks, rest = second.raw["probe"][:8], second.raw["probe"][8:]
+    assert leaks == [False] * 8
+    assert rest[:5] == [0, True, "0o755", False, "1"]  # baseline, repo, modes, /etc/hosts and git history back
+    assert set(rest[5]) <= {"sh", "sleep", "bash", "python3", "python"}  # no survivor of the first candidate
+    assert second.status == Status.ok  # the same container, and a clean verdict
+    noop_after = dev.evaluate("kfc/toy-sum", mode="noop", grader="hidden")
+    assert 0.5 < noop_after.speedup < 2.0 and abs(noop_after.speedup - noop_before.speedup) < 0.5  # no cheat carried over
+    names = {(Path(v.log_dir) / "limits.json").read_text().split('"container": ')[1].split(",")[0] for v in (first, second, noop_after)}
+    assert len(names) == 1, "a warm container is reset and reused, not replaced"
+
+
+def _host_ip() -> str:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the outgoing interface
+        return s.getsockname()[0]
+    except OSError:
+        return "127.0.0.1"
+    finally:
+        s.close()
+
+
+@pytest.mark.slow
+def test_tests_only_for_the_hidden_grader_read_only_and_no_network(dev):
+    server = socket.socket()
+    server.bind(("0.0.0.0", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    accepted: list[object] = []
+    threading.Thread(target=lambda: accepted.append(server.accept()), daemon=True).start()
+    code = (
+        "import os, socket\n"
+        "try:\n    open('/tests/ref_speedup.txt', 'w').write('1000'); w = 'wrote'\nexcept OSError as e:\n    w = type(e).__name__\n"
+        "try:\n"
+        f"    socket.create_connection(({_host_ip()!r}, {port}), timeout=2); net = 'connected'\n"
+        "except OSError:\n    net = 'refused'\n"
+        "PROBE = [os.path.exists('/tests/test.sh'), w, net, sorted(os.listdir('/sys/class/net'))]\n"
+    )
+    try:
+        hidden = dev.evaluate("kfc/toy-sum", candidate=probe(code), grader="hidden")
+        devv = dev.evaluate("kfc/toy-sum", candidate=probe(code), grader="dev")
+    finally:
+        server.close()
+    assert hidden.raw["probe"][:3] == [True, "OSError", "refused"] and hidden.ref_speedup == 2.0
+    assert devv.raw["probe"][0] is False
+    assert hidden.raw["probe"][3] == ["lo"] and not accepted  # network none: loopback only
+    assert (FIXTURES / "kfc/toy-sum/task/tests/ref_speedup.txt").read_text().strip() == "2.0"
+
+
+@pytest.mark.slow
+def test_timeout_kills_everything_and_the_container_serves_the_next(engine_url, tmp_path):
+    cfg = docker_config(engine_url, tmp_path / "cache")
+    cfg.timeout_sec = 4
+    ev = Evaluator(cfg, tasks_roots=[FIXTURES], log_root=tmp_path / "logs")
+    try:
+        code = ("import subprocess, time\nsubprocess.Popen(['sh', '-c', 'sleep 300'], start_new_session=True)\n"
+                "while True:\n    time.sleep(0.1)\n")
+        start = time.monotonic()
+        v = ev.evaluate("kfc/toy-sum", candidate=probe(code), grader="hidden")
+        assert v.status == Status.timeout and time.monotonic() - start < 25
+        after = ev.evaluate("kfc/toy-sum", candidate=probe("import os\nPROBE = sorted(p for p in os.listdir('/proc') if p.isdigit())"),
+                            grader="hidden")
+        assert after.status == Status.ok and len(after.raw["probe"]) <= 6  # init, its sleep, the grader's shells and python
+    finally:
+        ev.close()
+
+
+@pytest.mark.slow
+def test_memory_limit_is_the_candidates_failure(dev):
+    code = "blocks = [bytearray(64 << 20) for _ in range(40)]  # 2.5 GiB in a 1 GiB container\nPROBE = len(blocks)\n"
+    v = dev.evaluate("kfc/toy-sum", candidate=probe(code), grader="hidden")
+    assert v.status == Status.hard_fail and v.hard_fail_reasons[0] == "out_of_memory", v.message
+    assert dev.evaluate("kfc/toy-sum", mode="oracle", grader="hidden").correct  # and the container lives on
+
+
+@pytest.mark.slow
+def test_a_container_killed_from_outside_is_retried_then_infra_error(engine_url, tmp_path):
+    import docker
+
+    for retries, expect in ((1, Status.ok), (0, Status.infra_error)):
+        cfg = docker_config(engine_url, tmp_path / f"cache{retries}")
+        cfg.infra_retries = retries
+        ev = Evaluator(cfg, tasks_roots=[FIXTURES], log_root=tmp_path / f"logs{retries}")
+        api = docker.APIClient(base_url=engine_url)
+        try:
+            ev.evaluate("kfc/toy-sum", mode="noop", grader="hidden")  # warm
+            session = ev.backend.inner.session
+            killed: list[str] = []
+
+            def kill_once() -> None:
+                time.sleep(1.0)
+                for c in api.containers(filters={"label": ["pesflow.kind=worker", f"pesflow.session={session}"]}):
+                    api.kill(c["Id"])
+                    killed.append(c["Id"])
+
+            killer = threading.Thread(target=kill_once)
+            killer.start()
+            v = ev.evaluate("kfc/toy-sum", candidate=probe("import time\ntime.sleep(3)\nPROBE = 'slept'"), grader="hidden")
+            killer.join()
+            assert killed and v.status == expect, v.message
+            if expect == Status.infra_error:
+                assert "container died" in v.message or "engine failed" in v.message
+            else:
+                assert v.raw["probe"] == "slept"
+        finally:
+            ev.close()
+            api.close()
+
+
+@pytest.mark.slow
+def test_build_failures_and_missing_base_images_are_infra_errors(engine_url, toy_package, tmp_path):
+    df = toy_package / "environment" / "Dockerfile"
+    roots = [toy_package.parent.parent.parent]
+    df.write_text(df.read_text().replace("WORKDIR /app/repo", "RUN echo about to fail && false\nWORKDIR /app/repo"))
+    ev = Evaluator(docker_config(engine_url, tmp_path / "cache"), tasks_roots=roots, log_root=tmp_path / "logs")
+    v = ev.evaluate("kfc/toy-sum", mode="noop", grader="hidden")
+    assert v.status == Status.infra_error and "image build failed" in v.message and "build.log" in v.message
+    assert "false" in v.message  # the step that broke is named
+    df.write_text("FROM pesflow-test/does-not-exist:1\nRUN true\n")
+    v = ev.evaluate("kfc/toy-sum", mode="noop", grader="hidden")
+    assert v.status == Status.infra_error and "pesflow-test/does-not-exist:1" in v.message and "pull" in v.message
+    ev.close()
+
+
+@pytest.mark.slow
+def test_warm_against_cold_containers(engine_url, tmp_path):
+    names = {}
+    for warm in (True, False):
+        ev = Evaluator(docker_config(engine_url, tmp_path / f"c{warm}", warm_containers=warm), tasks_roots=[FIXTURES],
+                       log_root=tmp_path / f"l{warm}")
+        vs = [ev.evaluate("kfc/toy-sum", mode="oracle", grader="hidden") for _ in range(2)]
+        assert all(v.correct for v in vs)
+        names[warm] = [(Path(v.log_dir) / "limits.json").read_text() for v in vs]
+        ev.close()
+    assert names[True][0].split('"container_gradings"')[0] == names[True][1].split('"container_gradings"')[0]
+    assert '"container_gradings": 2' in names[True][1] and '"container_gradings": 1' in names[False][1]

@@ -1,0 +1,294 @@
+"""The modal backend up to the SDK's boundary: nothing here reaches Modal.
+
+The SDK's entry points (App.lookup, Image.from_dockerfile / from_registry, Sandbox.create)
+are replaced on the real `modal` module by recording stand-ins; every call the backend
+makes through them is then checked against the real SDK's signatures, so a renamed or
+misspelt argument fails here. The stand-in sandbox really unpacks the tar of the candidate's
+files and grades what it received (a fast kernel scores, the baseline does not), so a verdict
+only comes out right when files went in and logs came back as they should.
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import json
+import re
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evaluator.backends.modal_backend import ModalBackend, hardware_notes
+from evaluator.config import EvaluatorConfig, ModalConfig
+from evaluator.grader import CandidateSource, Evaluator
+from evaluator.parallel import ParallelBackend
+from evaluator.task import load_task
+from evaluator.verdict import Status
+from tests.conftest import FIXTURES
+
+modal = pytest.importorskip("modal")
+FAST = "def sum_squares(n):\n    n -= 1\n    return n * (n + 1) * (2 * n + 1) // 6 if n > 0 else 0\n"
+BASELINE = (FIXTURES / "kfc/toy-sum/task/environment/repo/toy/kernel.py").read_text()
+
+
+class Stream:
+    def __init__(self, data: bytes | str):
+        self.data = data
+
+    def read(self) -> bytes | str:
+        return self.data
+
+    def __iter__(self):
+        yield self.data
+
+
+class Stdin:
+    def __init__(self, on_close):  # noqa: ANN001
+        self.buf, self.on_close = b"", on_close
+
+    def write(self, data: bytes) -> None:
+        self.buf += data
+
+    def write_eof(self) -> None:
+        self.on_close(self.buf)
+
+    def drain(self) -> None:
+        pass
+
+
+class Process:
+    def __init__(self, out: bytes | str = b"", rc: int = 0, on_stdin=None):  # noqa: ANN001
+        self.stdout, self.rc = Stream(out), rc
+        self.stdin = Stdin(on_stdin or (lambda b: None))
+
+    def wait(self) -> int:
+        return self.rc
+
+
+class Image:
+    def __init__(self, rec: "Recorder", how: tuple):
+        self.rec, self.how, self.layers = rec, how, []
+
+    def _new(self, layer: tuple) -> "Image":
+        img = Image(self.rec, self.how)
+        img.layers = [*self.layers, layer]
+        return img
+
+    def build(self, app):  # noqa: ANN001, ANN201
+        self.rec.call("Image.build", modal.Image.build, self, app)
+        return self
+
+    def add_local_dir(self, local_path, remote_path, **kw):  # noqa: ANN001, ANN201
+        self.rec.call("Image.add_local_dir", modal.Image.add_local_dir, self, local_path, remote_path, **kw)
+        return self._new(("dir", str(local_path), remote_path))
+
+    def add_local_file(self, local_path, remote_path, **kw):  # noqa: ANN001, ANN201
+        self.rec.call("Image.add_local_file", modal.Image.add_local_file, self, local_path, remote_path, **kw)
+        return self._new(("file", str(local_path), remote_path))
+
+
+class Sandbox:
+    """A stand-in sandbox: keeps the files tarred into it, and 'grades' the kernel it holds."""
+
+    def __init__(self, rec: "Recorder", image: Image, kwargs: dict[str, Any]):
+        self.rec, self.image, self.kwargs = rec, image, kwargs
+        self.files: dict[str, bytes] = {}
+        self.logs: dict[str, bytes] = {}
+        self.terminated = 0
+
+    def poll(self):  # noqa: ANN201
+        return None
+
+    def terminate(self, **kw):  # noqa: ANN001, ANN201
+        self.rec.call("Sandbox.terminate", modal.Sandbox.terminate, self, **kw)
+        self.terminated += 1
+
+    def _untar(self, data: bytes) -> None:
+        with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+            for m in tf.getmembers():
+                self.files["/" + m.name] = tf.extractfile(m).read()
+
+    def exec(self, *argv, **kw):  # noqa: ANN001, ANN201
+        self.rec.call("Sandbox.exec", modal.Sandbox.exec, self, *argv, **kw)
+        self.rec.execs.append((argv, kw))
+        text = kw.get("text", True)
+        if argv[:2] == ("tar", "-xf"):
+            return Process(on_stdin=self._untar)
+        if argv[0] == "cat":
+            return Process(BASELINE if argv[1].endswith("toy/kernel.py") else "", 0 if argv[1].endswith("toy/kernel.py") else 1)
+        script = argv[-1] if argv[0] == "sh" else ""
+        if "score_engine.sh" in " ".join(argv) and "@@pesflow:grader_ns=" not in script:  # the dev engine probe
+            return Process("/opt/loop/score_engine.sh\n")
+        if "nvidia-smi" in script:
+            return Process("NVIDIA H100 80GB HBM3\n")
+        if "tar -cf" in script:
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w") as tf:
+                for name, data in self.logs.items():
+                    info = tarfile.TarInfo("./" + name)
+                    info.size = len(data)
+                    tf.addfile(info, io.BytesIO(data))
+            return Process(buf.getvalue())
+        if "@@pesflow:grader_ns=" in script:  # the grader: scores the kernel it was given
+            if self.rec.fail_grading:
+                raise RuntimeError("connection to Modal lost")
+            kernel = self.files.get("/app/repo/toy/kernel.py", BASELINE.encode()).decode()
+            hidden = any(layer[2] == "/tests" for layer in self.image.layers)
+            speedup = 500.0 if "n * (n + 1)" in kernel else 1.0
+            reward = {"reward": 1.0 if speedup > 2 else 0.0, "speedup": speedup, "hard_fail_reasons": [],
+                      "tests": {"passed": 5, "total": 5}, "saw_tests": hidden}
+            self.logs["verifier/reward.json" if "/tests/test.sh" in script else "loop/dev/reward.json"] = json.dumps(reward).encode()
+            out = "graded\n@@pesflow:grader_ns=123000000\n@@pesflow:strays=\n"
+            return Process(out.encode() if not text else out)
+        return Process(b"" if not text else "")
+
+
+class Recorder:
+    def __init__(self):
+        self.calls: list[tuple[str, inspect.BoundArguments]] = []
+        self.execs: list[tuple[tuple, dict]] = []
+        self.sandboxes: list[Sandbox] = []
+        self.fail_grading = False
+
+    def call(self, name: str, real, *args, **kwargs) -> None:  # noqa: ANN001
+        # the real SDK's signature must accept exactly what the backend passed
+        self.calls.append((name, inspect.signature(real).bind(*args, **kwargs)))
+
+    def named(self, name: str) -> list[inspect.BoundArguments]:
+        return [b for n, b in self.calls if n == name]
+
+
+@pytest.fixture
+def rec(monkeypatch) -> Recorder:
+    r = Recorder()
+    real_create, real_lookup = modal.Sandbox.create, modal.App.lookup
+    real_dockerfile, real_registry = modal.Image.from_dockerfile, modal.Image.from_registry
+
+    def lookup(name, **kw):  # noqa: ANN001, ANN202
+        r.call("App.lookup", real_lookup, name, **kw)
+        return "app-handle"
+
+    def from_dockerfile(path, **kw):  # noqa: ANN001, ANN202
+        r.call("Image.from_dockerfile", real_dockerfile, path, **kw)
+        return Image(r, ("dockerfile", Path(path), kw))
+
+    def from_registry(tag, **kw):  # noqa: ANN001, ANN202
+        r.call("Image.from_registry", real_registry, tag, **kw)
+        return Image(r, ("registry", tag))
+
+    def create(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        r.call("Sandbox.create", real_create, *args, **kw)
+        sb = Sandbox(r, kw["image"], kw)
+        r.sandboxes.append(sb)
+        return sb
+
+    monkeypatch.setattr(modal.App, "lookup", staticmethod(lookup))
+    monkeypatch.setattr(modal.Image, "from_dockerfile", staticmethod(from_dockerfile))
+    monkeypatch.setattr(modal.Image, "from_registry", staticmethod(from_registry))
+    monkeypatch.setattr(modal.Sandbox, "create", staticmethod(create))
+    return r
+
+
+def make_evaluator(tmp_path: Path, **modal_cfg: Any) -> Evaluator:
+    cfg = EvaluatorConfig(backend="modal", modal=ModalConfig(cache_dir=str(tmp_path / "cache"), **modal_cfg))
+    return Evaluator(cfg, tasks_roots=[FIXTURES], log_root=tmp_path / "logs")
+
+
+def test_image_is_built_from_the_rewritten_dockerfile(rec, tmp_path):
+    ev = make_evaluator(tmp_path)
+    prepared = ev.prepare(ev.task("kfc/toy-sum"))
+    assert rec.named("App.lookup")[0].arguments == {"name": "pesflow-grading", "create_if_missing": True}
+    call = rec.named("Image.from_dockerfile")[0].arguments
+    path, ctx = Path(call["path"]), Path(call["context_dir"])
+    assert path == ctx / ".pesflow-gen/Dockerfile" and call["ignore"] == []
+    assert "<<" not in path.read_text() and "RUN . /.pesflow-heredoc/run-10.sh" in path.read_text()
+    assert "/opt/heredoc-ran" in (ctx / ".pesflow-gen/run-10.sh").read_text()  # the heredoc's body, as a file
+    assert not (ctx / "tests").exists() and not (ctx / "solution").exists()  # the hidden grader never enters the image
+    assert len(rec.named("Image.build")) == 1  # built at prepare, so a broken build fails there
+    assert prepared.state["dev_engine"] == "score_engine"
+    assert ev.backend.baseline_text(prepared, "toy/kernel.py") == BASELINE
+
+
+def test_a_hidden_grading_goes_in_and_comes_back_and_is_terminated(rec, tmp_path):
+    ev = make_evaluator(tmp_path)
+    v = ev.evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FAST}), grader="hidden")
+    assert v.status == Status.ok and v.speedup == 500.0 and v.backend == "modal" and v.raw["saw_tests"] is True
+    assert v.grader_seconds == pytest.approx(0.123)
+    sb = rec.sandboxes[-1]
+    assert sb.files["/app/repo/toy/kernel.py"].decode() == FAST  # the candidate went in as a tar
+    kw = rec.named("Sandbox.create")[-1].arguments
+    assert kw["args"] == ("sleep", "infinity") and kw["block_network"] is True
+    assert kw["gpu"] is None and kw["cpu"] == 1.0 and kw["memory"] == 1024  # the task's [environment]
+    assert kw["timeout"] == 60 + 600  # the grading's limit plus start-up: the sandbox cannot outlive it
+    grader = [k for a, k in rec.execs if "@@pesflow:grader_ns=" in a[-1]][-1]
+    assert grader["timeout"] == 60 and grader["env"]["KERNELBENCH_VERIFY_MODE"] == "candidate"
+    assert ("dir", str(FIXTURES / "kfc/toy-sum/task/tests"), "/tests") in sb.image.layers
+    assert sb.terminated == 1
+    assert "graded on a Modal CPU sandbox" in v.message and "anchor calibrated on CPU lane" in v.message
+    assert (Path(v.log_dir) / "logs/verifier/reward.json").is_file()
+
+
+def test_tests_only_for_the_hidden_grader_and_the_reviewers_patch_for_oracle(rec, tmp_path):
+    ev = make_evaluator(tmp_path)
+    dev = ev.evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FAST}), grader="dev")
+    assert dev.status == Status.ok and dev.raw["saw_tests"] is False
+    assert not any(layer[2] == "/tests" for layer in rec.sandboxes[-1].image.layers)
+    oracle = ev.evaluate("kfc/toy-sum", mode="oracle", grader="hidden")
+    layers = rec.sandboxes[-1].image.layers
+    assert ("file", str(FIXTURES / "kfc/toy-sum/task/solution/oracle.patch"), "/.pesflow-reviewer/oracle.patch") in layers
+    assert oracle.raw["saw_tests"] is True
+    assert all(sb.terminated == 1 for sb in rec.sandboxes if "gpu" in sb.kwargs)  # every grading's sandbox
+
+
+def test_the_sandbox_is_terminated_even_when_grading_raises(rec, tmp_path):
+    ev = make_evaluator(tmp_path)
+    rec.fail_grading = True
+    v = ev.evaluate("kfc/toy-sum", mode="noop", grader="hidden")
+    assert v.status == Status.infra_error and "connection to Modal lost" in v.message and "tried 2 times" in v.message
+    graded = [sb for sb in rec.sandboxes if "gpu" in sb.kwargs]  # the grading sandboxes, not the reference
+    assert len(graded) == 2 and all(sb.terminated == 1 for sb in graded)  # retried once, each one terminated
+    ev.close()
+    assert all(sb.terminated == 1 for sb in rec.sandboxes)  # the reference too
+
+
+def test_gpu_type_and_count_come_from_config_and_task(rec, tmp_path):
+    task = load_task("kfc/toy-sum", [FIXTURES]).model_copy(deep=True)
+    task.toml.environment.gpus = 2
+    backend = ModalBackend(ModalConfig(gpu="A100-80GB", cache_dir=str(tmp_path)))
+    from evaluator.backends.base import GradeRequest, Prepared
+
+    prepared = Prepared(task=task, key="k", seconds=0, cached=False)
+
+    def request(env: dict[str, str]) -> GradeRequest:
+        return GradeRequest(files={}, grader="hidden", env=env, reviewer_files={}, timeout=100, out_dir=tmp_path)
+
+    assert backend.sandbox_settings(prepared, request({}))["gpu"] == "A100-80GB:2"
+    assert backend.sandbox_settings(prepared, request({"KERNELBENCH_DEVICE": "cpu"}))["gpu"] is None
+    # Modal has no H20: an anchor measured there is flagged; one from the same GPU family is not
+    task.anchor.calibrated_on = "NVIDIA H20 (pesflow calibrate)"
+    notes = hardware_notes(task, "H100:1", "NVIDIA H100 80GB HBM3")
+    assert notes[0] == "graded on Modal GPU NVIDIA H100 80GB HBM3" and "H20" in notes[1] and "not comparable" in notes[1]
+    task.anchor.calibrated_on = "NVIDIA H100 SXM"
+    assert hardware_notes(task, "H100:1", "NVIDIA H100 80GB HBM3") == ["graded on Modal GPU NVIDIA H100 80GB HBM3"]
+
+
+def test_registry_images_and_a_missing_sdk(rec, tmp_path, monkeypatch):
+    ev = make_evaluator(tmp_path, image="registry")
+    ev.prepare(ev.task("kfc/toy-sum"))
+    assert rec.named("Image.from_registry")[0].arguments["tag"] == "pesflow/toy-sum:test"
+    import builtins
+
+    real_import = builtins.__import__
+    monkeypatch.setattr(builtins, "__import__", lambda name, *a, **k: (_ for _ in ()).throw(ImportError(name))
+                        if name == "modal" else real_import(name, *a, **k))
+    v = Evaluator(EvaluatorConfig(backend="modal", infra_retries=0), tasks_roots=[FIXTURES], log_root=tmp_path / "l2") \
+        .evaluate("kfc/toy-sum", mode="noop", grader="hidden")
+    assert v.status == Status.infra_error and "pip install 'pesflow[modal]'" in v.message
+    assert re.search(r"modal token new", v.message)
+
+
+def test_parallel_wrapper_passes_modal_through(rec, tmp_path):
+    backend = ModalBackend(ModalConfig(cache_dir=str(tmp_path)))
+    assert ParallelBackend(backend).name == "modal"
