@@ -1,0 +1,68 @@
+"""The toy attacks again, graded on the docker backend (podman's Docker API in CI): each ends
+with reward 0 and a named reason, nothing reaches the host's loopback, and the next
+candidate, graded in the same warm container after its reset, gets exactly a clean verdict.
+
+The reasons are the container's own (its pids and memory limits, the engine's timeout), so
+they are checked by family rather than by the local backend's exact names."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from evaluator.config import EvaluatorConfig
+from evaluator.grader import CandidateSource, Evaluator
+from evaluator.verdict import Status
+from tests.adversarial.test_adversarial import FAST, HERE, Listener, fill, summary
+from tests.conftest import FIXTURES, REPO, needs_root
+from tests.test_docker_backend import docker_config, engine_url  # noqa: F401 (fixture)
+
+pytestmark = [needs_root, pytest.mark.slow]
+
+# attack -> reasons of which at least one must be named (or the status, for the time limit)
+DOCKER_ATTACKS = {
+    "infinite_loop": {"timeout"},
+    "fork_bomb": {"too_many_processes", "import_failed", "correctness_failed", "candidate_crashed", "timeout"},
+    "memory_bomb": {"out_of_memory", "import_failed", "candidate_crashed"},
+    "background_process": {"background_process"},
+    "network": {"import_failed"},
+}
+
+
+@pytest.fixture(scope="module")
+def docker_toy(engine_url, tmp_path_factory):  # noqa: F811
+    root = tmp_path_factory.mktemp("adv-docker-tasks")
+    shutil.copytree(FIXTURES / "kfc" / "toy-sum", root / "kfc" / "toy-sum")
+    pkg = root / "kfc" / "toy-sum" / "task"
+    for d in ("tests", "environment/loop/private/dev_tests"):
+        (pkg / d / "metric.txt").write_text("trace\n")
+    toml = pkg / "task.toml"
+    toml.write_text(toml.read_text().replace("memory_mb = 1024", "memory_mb = 512"))
+    base = docker_config(engine_url, tmp_path_factory.mktemp("adv-docker-cache"), pids_limit=128)
+    cfg = EvaluatorConfig.model_validate({**base.model_dump(), "timeout_sec": 8})
+    ev = Evaluator(cfg, tasks_roots=[root], log_root=tmp_path_factory.mktemp("adv-docker-logs"))
+    clean = summary(ev.evaluate("kfc/toy-sum", mode="oracle", grader="hidden"))
+    assert clean["status"] == Status.ok, clean
+    yield ev, clean
+    ev.close()
+
+
+@pytest.fixture(scope="module")
+def listener():
+    lst = Listener()
+    yield lst
+    lst.close()
+
+
+@pytest.mark.parametrize("attack", list(DOCKER_ATTACKS))
+def test_toy_attack_on_docker(attack, docker_toy, listener):
+    ev, clean = docker_toy
+    code = fill((HERE / "toy" / f"{attack}.py").read_text(), listener, hidden=REPO / "tests")
+    v = ev.evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FAST + "\n" + code}), grader="hidden")
+    assert v.status in (Status.hard_fail, Status.timeout) and v.reward == 0.0, (v.status, v.message)
+    named = {r.split(":")[0] for r in v.hard_fail_reasons} | ({"timeout"} if v.status == Status.timeout else set())
+    assert named & DOCKER_ATTACKS[attack], (v.status, v.hard_fail_reasons)
+    assert not listener.hits, f"{attack} reached the host's loopback: {listener.hits}"
+    # the harness keeps working and the next candidate sees nothing of the attack
+    assert summary(ev.evaluate("kfc/toy-sum", mode="oracle", grader="hidden")) == clean
