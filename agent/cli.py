@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
+import os
 import sys
 from pathlib import Path
 
@@ -266,7 +266,6 @@ def main(argv: list[str] | None = None) -> int:
     from agent.run_store import RunDirError
     from evaluator.calibrate import CalibrationError
 
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `pesflow tasks | head` ends quietly
     args = build_parser().parse_args(argv)
     console = Console(stderr=False)
     try:
@@ -278,6 +277,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("pesflow: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `pesflow tasks | head`: the reader left; end quietly (no SIGPIPE handler is installed,
+        # since main() also runs inside other programs, pytest among them).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
