@@ -1,4 +1,5 @@
-"""Every LLM call of a run goes through here: leak check, journal, totals, budget, replay.
+"""Every LLM call of a run goes through here: leak check, journal, budget, replay. (Totals are
+counted from the journal: agent/search.py journal_totals.)
 
 A call that has been made before (same role, request hash and occurrence) is served from the
 journal of the run being resumed or replayed instead of the network: never paid twice.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from agent.journal import Journal
@@ -26,23 +27,6 @@ class Outcome:
     error: str | None = None
     error_kind: str | None = None
     replayed: bool = False
-
-
-@dataclass
-class Totals:
-    calls: int = 0
-    failed_calls: int = 0
-    replayed_calls: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    usd: float = 0.0
-    llm_seconds: float = 0.0
-    by_role: dict[str, int] = field(default_factory=lambda: defaultdict(int))
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"llm_calls": self.calls, "failed_llm_calls": self.failed_calls, "replayed_llm_calls": self.replayed_calls,
-                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "usd": round(self.usd, 6),
-                "llm_seconds": round(self.llm_seconds, 3), "calls_by_role": dict(self.by_role)}
 
 
 class Recorded:
@@ -79,8 +63,6 @@ class Gateway:
         self.max_tokens, self.temperature, self.top_p = max_tokens, temperature, top_p
         self.recorded = recorded
         self.offline = offline  # replay: a call that was not recorded fails instead of going out
-        self.totals = Totals()
-        self._lock = threading.Lock()
 
     def client_for(self, role: str) -> LLMClient:
         return self.clients.get(role) or self.clients["default"]
@@ -98,10 +80,6 @@ class Gateway:
             return Outcome(None, str(e), "leak")
         recorded = self.recorded.take(tag, rhash) if self.recorded else None
         if recorded is not None:
-            with self._lock:
-                self.totals.calls += 1
-                self.totals.replayed_calls += 1
-                self.totals.by_role[role] += 1
             self.journal.append("llm_call", **base, messages=[m.model_dump() for m in request.messages],
                                 text=recorded["text"], usage=recorded.get("usage"), cost_usd=0.0,
                                 latency_s=0.0, attempts=0, replayed=True)
@@ -113,23 +91,11 @@ class Gateway:
         try:
             result = client.complete(request)
         except LLMError as e:
-            with self._lock:
-                self.totals.calls += 1
-                self.totals.failed_calls += 1
-                self.totals.by_role[role] += 1
             self.journal.append("llm_call", **base, messages=[m.model_dump() for m in request.messages],
                                 text=None, error=str(e), error_kind=e.kind, attempts=e.attempts)
             if e.kind == "budget":
                 raise BudgetExhausted(str(e)) from None
             return Outcome(None, str(e), e.kind)
-        with self._lock:
-            t = self.totals
-            t.calls += 1
-            t.by_role[role] += 1
-            t.input_tokens += result.usage.input_tokens
-            t.output_tokens += result.usage.output_tokens
-            t.usd += result.cost_usd
-            t.llm_seconds += result.latency_s
         self.journal.append("llm_call", **base, messages=[m.model_dump() for m in request.messages],
                             text=result.text, usage=result.usage.model_dump(), cost_usd=result.cost_usd,
                             priced=result.priced, latency_s=round(result.latency_s, 4), attempts=result.attempts,
