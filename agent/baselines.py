@@ -203,7 +203,7 @@ def is_finished(d: Path) -> bool:
 
 def run_evaluator_cell(cfg: Config, task: Any, kind: str, grader: str, roots: list[str], d: Path) -> None:
     """noop or oracle: one grading, recorded as a one-candidate run (run.json, journal, checkpoint, final/)."""
-    from agent.population import Population, PopulationConfig, _write_dir_atomically
+    from agent.population import Population, PopulationConfig, write_dir_atomically
     from agent.search import Search, files_hash, run_metadata
     from evaluator.candidate import Candidate, CandidateError, apply_diff
     from evaluator.grader import Evaluator
@@ -248,7 +248,7 @@ def run_evaluator_cell(cfg: Config, task: Any, kind: str, grader: str, roots: li
     state = {"round": 0, "next_round": 1, "population": pop.to_dict(), "memory": [], "best_by_round": best_by_round,
              "totals": totals}
     files_out = pop.loongflow_files(iteration=0, extra_metadata={"task": task.name, "pesflow_round": 0})
-    _write_dir_atomically(store.checkpoint_dir(0), {**files_out, "pesflow_state.json": state})
+    write_dir_atomically(store.checkpoint_dir(0), {**files_out, "pesflow_state.json": state})
     store.write("final/candidate.patch", Candidate(files=files).diff(baseline))
     store.write_json("final/verdict.json" if grader == "dev" else "final/hidden_verdict.json", verdict)
     best = {"id": kind, "speedup": v.speedup, "reward": v.reward, "grader": grader, "status": v.status.value,

@@ -448,7 +448,7 @@ class Population:
 
     def write_loongflow_checkpoint(self, dest: Path, *, iteration: int, extra_metadata: dict[str, Any]) -> None:
         files = self.loongflow_files(iteration=iteration, extra_metadata=extra_metadata)
-        _write_dir_atomically(Path(dest), files)
+        write_dir_atomically(Path(dest), files)
 
     def loongflow_files(self, *, iteration: int, extra_metadata: dict[str, Any]) -> dict[str, Any]:
         """Relative path -> JSON object of the checkpoint: the pure half of the writer."""
@@ -607,7 +607,7 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _write_dir_atomically(dest: Path, files: dict[str, Any], before_rename: Callable[[], None] | None = None) -> None:
+def write_dir_atomically(dest: Path, files: dict[str, Any], before_rename: Callable[[], None] | None = None) -> None:
     """Write files into a temp dir beside dest, fsync, then rename it to dest.
 
     An existing dest is swapped out only once the new one is complete, and put back if

@@ -22,7 +22,7 @@ from typing import Any, TypedDict
 from agent import faults, roles
 from agent.config import Config
 from agent.gateway import BudgetExhausted, Gateway
-from agent.population import Population, Solution, _write_dir_atomically
+from agent.population import Population, Solution, write_dir_atomically
 from agent.progress import Progress
 from agent.run_store import RunStore
 from evaluator.candidate import Candidate
@@ -32,6 +32,15 @@ from evaluator.verdict import Status, Verdict
 
 VERSION = "0.1.0"
 SPEED_ONLY_GATES = {"speedup_not_above_baseline", "speedup_not_above_anchor", "ref_speedup_invalid"}
+
+
+def code_reasons(v: Verdict) -> list[str]:
+    """The hard fails that speak against the code, leaving out those about speed alone."""
+    return [r for r in v.hard_fail_reasons if r not in SPEED_ONLY_GATES]
+
+
+def verdict_correct(v: Verdict) -> bool:
+    return v.status in (Status.ok, Status.hard_fail) and not code_reasons(v)
 
 
 def journal_totals(events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -200,7 +209,7 @@ class Search:
     def solution_from(v: Verdict, **fields: Any) -> Solution:
         # Gates about speed alone (not beating the baseline or the anchor) say nothing against the
         # code's correctness: for the search such a candidate is correct, with its (low) speedup.
-        reasons = [r for r in v.hard_fail_reasons if r not in SPEED_ONLY_GATES]
+        reasons = code_reasons(v)
         status = "ok" if v.status == Status.hard_fail and not reasons else v.status.value
         return Solution(status=status, speedup=v.speedup, reward=v.reward, hard_fail_reasons=reasons,
                         tests_passed=v.tests.passed, tests_total=v.tests.total, **fields)
@@ -212,7 +221,7 @@ class Search:
             "round": k, "next_round": k + 1, "population": self.population.to_dict(), "rng_state": rng_state(self.rng),
             "memory": self.ctx.memory, "best_by_round": self.best_by_round, "totals": self.totals(),
         }
-        _write_dir_atomically(self.store.checkpoint_dir(k), files,
+        write_dir_atomically(self.store.checkpoint_dir(k), files,
                               before_rename=lambda: faults.pause("checkpoint", k, self.store.root))
         self.journal("checkpoint", round=k, path=str(self.store.checkpoint_dir(k).relative_to(self.store.root)))
 
@@ -406,18 +415,16 @@ class Search:
         stop = state.get("stop", "rounds_done")
         self.progress.phase(state.get("round", 0), "final pick")
         top = [s for s in self.population.top(self.cfg.loop.final_regrade_top) if s.correct]
-        pick, pick_verdict, remeasured = None, None, []
+        pick, pick_verdict, pick_mean, remeasured = None, None, 0.0, []
         for s in top:
             v = self.grade(s.files, label="final-regrade")
-            correct = self.solution_from(v, **s.model_dump(exclude={"status", "speedup", "reward", "hard_fail_reasons",
-                                                                    "tests_passed", "tests_total"})).correct
+            correct = verdict_correct(v)
             mean = (s.speedup + v.speedup) / 2 if correct and v.speedup and s.speedup else None
             remeasured.append({"id": s.id, "recorded": s.speedup, "regraded": v.speedup, "correct": correct, "mean": mean})
-            if mean is not None and (pick is None or mean > remeasured[[r["id"] for r in remeasured].index(pick.id)]["mean"]):
-                pick, pick_verdict = s, v
+            if mean is not None and (pick is None or mean > pick_mean):
+                pick, pick_verdict, pick_mean = s, v, mean
         best: dict[str, Any] = {"id": None, "speedup": None, "reward": None, "grader": None}
         if pick is not None:
-            final = self.store.root / "final"
             self.store.write("final/candidate.patch", Candidate(files=pick.files).diff(self.baseline_files))
             for rel, text in pick.files.items():
                 self.store.write(f"final/files/{rel}", text)
@@ -430,7 +437,6 @@ class Search:
                         "status": hv.status.value, "hard_fail_reasons": hv.hard_fail_reasons,
                         "dev_speedup": pick_verdict.speedup}
             self.store.write("final/report.md", self._report(pick, remeasured, best, stop))
-            assert final.is_dir()
         self.journal("final", stop=stop, remeasured=remeasured, best=best)
         status = {"rounds_done": "finished", "budget_exhausted": "budget_exhausted", "no_llm": "no_llm"}.get(stop, stop)
         self.store.update_run(finished=datetime.now(timezone.utc).isoformat(timespec="seconds"), totals=self.totals(),

@@ -52,7 +52,7 @@ def check_available() -> None:
         raise SandboxUnavailable("the local backend needs root for mount and pid namespaces; run as root or use --backend docker")
 
 
-class _BoundedSink:
+class BoundedSink:
     """Keeps the first and last `limit/2` bytes of a stream: gigantic output cannot fill memory or disk."""
 
     def __init__(self, limit: int):
@@ -113,7 +113,7 @@ def run(script: str, *, network: bool, timeout: float, env: dict[str, str] | Non
         if plan is not None:
             plan.remove()
         raise
-    sink = _BoundedSink(max_output)
+    sink = BoundedSink(max_output)
 
     def pump() -> None:
         assert proc.stdout is not None

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.search import code_reasons
 from evaluator.backends import archive
 from evaluator.backends.base import InfraError
 from evaluator.backends.build_context import DOCKERFILE, GEN_DIR, base_images, build_context, rewrite
@@ -31,7 +32,6 @@ from tests.conftest import FIXTURES, needs_root
 
 KERNEL = "toy/kernel.py"
 FAST = "def sum_squares(n):\n    n -= 1\n    return n * (n + 1) * (2 * n + 1) // 6 if n > 0 else 0\n"
-SPEED_ONLY = {"speedup_not_above_baseline", "speedup_not_above_anchor", "ref_speedup_invalid"}
 LH = "lh/wro-vllm-v1-priority-request-queue"
 
 
@@ -174,7 +174,7 @@ def dev(engine_url, tmp_path_factory):
 
 def _gist(v) -> tuple[str, list[str]]:  # noqa: ANN001
     """What must agree across backends: the status and the named reasons, timing noise aside."""
-    reasons = sorted(r for r in v.hard_fail_reasons if r not in SPEED_ONLY)
+    reasons = sorted(code_reasons(v))
     status = "ok" if v.status == Status.hard_fail and not reasons else v.status.value
     return status, reasons
 

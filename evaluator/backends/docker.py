@@ -71,10 +71,10 @@ from evaluator.backends.build_context import base_images, build_context
 from evaluator.backends.in_container import (
     ALIVE_FN, BACKGROUND_PROCESS, OUT_OF_MEMORY, grader_script, grader_seconds, left_running, with_reasons,
 )
-from evaluator.backends.local import _grader_command
+from evaluator.backends.local import grader_command
 from evaluator.config import DockerConfig
 from evaluator.parallel import Slot
-from evaluator.sandbox import _BoundedSink
+from evaluator.sandbox import BoundedSink
 from evaluator.task import NOT_IN_IMAGE, Task, package_hash
 from evaluator.verdict import read_reward_file
 
@@ -544,7 +544,7 @@ class DockerBackend:
     def _grade_in(self, api: docker.APIClient, prepared: Prepared, request: GradeRequest, w: _Warm) -> GradeRun:
         task = prepared.task
         start = time.monotonic()
-        command, results = _grader_command(request.grader, prepared.state)
+        command, results = grader_command(request.grader, prepared.state)
 
         def infra(msg: str, rc: int = -1, output: str = "") -> GradeRun:
             self._discard(api, w)
@@ -623,7 +623,7 @@ class DockerBackend:
 
     def _run_grader(self, api: docker.APIClient, w: _Warm, script: str, request: GradeRequest) -> tuple[int, str, bool]:
         ex = api.exec_create(w.id, ["/bin/sh", "-c", script], environment=request.env)
-        sink = _BoundedSink(self.config.max_log_bytes)
+        sink = BoundedSink(self.config.max_log_bytes)
         failure: list[BaseException] = []
 
         def pump() -> None:

@@ -175,7 +175,7 @@ class LocalBackend:
                 binds.append((task.tests_dir, "/tests"))
             for name, host in request.reviewer_files.items():
                 binds.append((host, f"/.pesflow-reviewer/{name}"))
-            command, results = _grader_command(request.grader, meta)
+            command, results = grader_command(request.grader, meta)
             env = {**meta["env"], "HOME": "/root", **request.env}
             # Everything the grader writes lives on the scratch: copied out before it goes.
             copy = [(scratch / "upper/logs", run_dir / "out/logs")]
@@ -327,7 +327,7 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else "no output"
 
 
-def _grader_command(grader: str, meta: dict[str, Any]) -> tuple[str, list[str]]:
+def grader_command(grader: str, meta: dict[str, Any]) -> tuple[str, list[str]]:
     """The command for a grader, and where its verdict lands (first existing wins)."""
     if grader == "hidden":
         return "bash /tests/test.sh", ["/logs/verifier/reward.json"]

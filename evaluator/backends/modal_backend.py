@@ -41,10 +41,10 @@ from evaluator.backends.build_context import build_context
 from evaluator.backends.in_container import (
     BACKGROUND_PROCESS, grader_script, grader_seconds, left_running, with_reasons,
 )
-from evaluator.backends.local import _grader_command
+from evaluator.backends.local import grader_command
 from evaluator.config import ModalConfig
 from evaluator.dockerfile import DockerfileError
-from evaluator.sandbox import _BoundedSink
+from evaluator.sandbox import BoundedSink
 from evaluator.task import NOT_IN_IMAGE, Task, package_hash
 from evaluator.verdict import read_reward_file
 
@@ -174,7 +174,7 @@ class ModalBackend:
     def grade(self, prepared: Prepared, request: GradeRequest) -> GradeRun:
         task = prepared.task
         start = time.monotonic()
-        command, results = _grader_command(request.grader, prepared.state)
+        command, results = grader_command(request.grader, prepared.state)
         image = self._images[prepared.key]
         if request.grader == "hidden":
             image = image.add_local_dir(str(task.tests_dir), "/tests")  # only the hidden grader's sandbox has them
@@ -227,7 +227,7 @@ class ModalBackend:
         return [f"{root}/{rel}" for rel, text in files.items() if text is None]
 
     def _run_grader(self, sb: Any, script: str, request: GradeRequest) -> tuple[int, str, bool]:
-        sink = _BoundedSink(self.config.max_log_bytes)
+        sink = BoundedSink(self.config.max_log_bytes)
         t0 = time.monotonic()
         p = sb.exec("sh", "-c", "exec 2>&1\n" + script, env=request.env, timeout=int(math.ceil(request.timeout)), text=False)
         for chunk in p.stdout:
