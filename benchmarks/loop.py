@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -28,7 +27,8 @@ sys.path.insert(0, str(REPO))
 from agent import journal  # noqa: E402
 from agent.config import load_config  # noqa: E402
 from agent.runner import start_run  # noqa: E402
-from tests.llm_server import Reply, ScriptedLLMServer  # noqa: E402
+from tests.conftest import toy_tasks_root  # noqa: E402
+from tests.llm_server import ScriptedLLMServer  # noqa: E402
 from tests.test_loop import kernel_engineer  # noqa: E402
 
 
@@ -49,9 +49,7 @@ def merged(intervals: list[tuple[float, float]]) -> float:
 def run_once(tmp: Path, rounds: int, children: int, delay: float) -> Path:
     root = tmp / "tasks"
     if not root.exists():
-        shutil.copytree(REPO / "tests/fixtures/tasks/kfc/toy-sum", root / "kfc/toy-sum")
-        for d in ("tests", "environment/loop/private/dev_tests"):
-            (root / "kfc/toy-sum/task" / d / "metric.txt").write_text("trace\n")
+        toy_tasks_root(root)
 
     def responder(req):
         r = kernel_engineer(req)

@@ -35,3 +35,14 @@ def toy_package(tmp_path) -> Path:
     dest = tmp_path / "tasks" / "kfc" / "toy-sum"
     shutil.copytree(FIXTURES / "kfc" / "toy-sum", dest)
     return dest / "task"
+
+
+def toy_tasks_root(root: Path, name: str = "toy-sum") -> Path:
+    """A private copy of the toy package at root/kfc/<name>/task whose graders (hidden and dev)
+    measure a deterministic cost (traced Python events) instead of time: same code, same speedup,
+    so whole searches can be compared exactly. Returns the package root."""
+    pkg = root / "kfc" / name / "task"
+    shutil.copytree(FIXTURES / "kfc" / "toy-sum" / "task", pkg)
+    for d in ("tests", "environment/loop/private/dev_tests"):
+        (pkg / d / "metric.txt").write_text("trace\n")
+    return pkg

@@ -9,7 +9,6 @@ import csv
 import json
 import math
 import re
-import shutil
 import statistics
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from agent.baselines import (
 )
 from agent.cli import main
 from agent.config import ConfigError, load_config
-from tests.conftest import FIXTURES, needs_root
+from tests.conftest import needs_root, toy_tasks_root
 from tests.llm_server import Reply, Request, ScriptedLLMServer
 
 UNROLLED = """def sum_squares(n):
@@ -66,10 +65,7 @@ def two_tasks(tmp_path) -> Path:
     """toy-sum with its deterministic metric, and a copy of it labelled an implementation task."""
     root = tmp_path / "tasks"
     for name, kind in (("toy-sum", "performance"), ("toy-spec", "implementation")):
-        shutil.copytree(FIXTURES / "kfc" / "toy-sum", root / "kfc" / name)
-        pkg = root / "kfc" / name / "task"
-        for d in ("tests", "environment/loop/private/dev_tests"):
-            (pkg / d / "metric.txt").write_text("trace\n")
+        pkg = toy_tasks_root(root, name)
         toml = pkg / "task.toml"
         toml.write_text(toml.read_text().replace('task_kind = "performance"', f'task_kind = "{kind}"'))
     return root

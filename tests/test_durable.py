@@ -21,7 +21,7 @@ import pytest
 
 from agent import journal
 from agent.audit import audit
-from tests.conftest import REPO, needs_root
+from tests.conftest import REPO, needs_root, toy_tasks_root
 from tests.llm_server import Reply, Request, ScriptedLLMServer
 from tests.test_loop import kernel_engineer, population_of, toy_root  # noqa: F401 (fixture)
 
@@ -70,15 +70,8 @@ class SlowWhen:
 
 
 def make_toy(tmp: Path) -> Path:
-    import shutil
-
-    from tests.conftest import FIXTURES
-
     root = tmp / "tasks"
-    shutil.copytree(FIXTURES / "kfc" / "toy-sum", root / "kfc" / "toy-sum")
-    pkg = root / "kfc" / "toy-sum" / "task"
-    for d in ("tests", "environment/loop/private/dev_tests"):
-        (pkg / d / "metric.txt").write_text("trace\n")
+    toy_tasks_root(root)
     return root
 
 

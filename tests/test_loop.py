@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import threading
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 from agent import journal
 from agent.config import load_config
 from agent.runner import NoLLMConfigured, start_run
-from tests.conftest import FIXTURES, needs_root
+from tests.conftest import needs_root, toy_tasks_root
 from tests.llm_server import Reply, Request, ScriptedLLMServer
 
 pytestmark = needs_root
@@ -49,10 +48,7 @@ V_WRONG = """def sum_squares(n):
 def toy_root(tmp_path) -> Path:
     """The toy package with a deterministic metric, a planted canary in tests/ and an odd anchor."""
     root = tmp_path / "tasks"
-    shutil.copytree(FIXTURES / "kfc" / "toy-sum", root / "kfc" / "toy-sum")
-    pkg = root / "kfc" / "toy-sum" / "task"
-    for d in ("tests", "environment/loop/private/dev_tests"):
-        (pkg / d / "metric.txt").write_text("trace\n")
+    pkg = toy_tasks_root(root)
     canary = "PESFLOW-CANARY-7f3a9c-hidden-workload-never-in-a-prompt"
     (pkg / "tests" / "hidden_workloads.txt").write_text(f"{canary}\nn = 123456789 # secret size\n")
     (pkg / "tests" / "test.sh").write_text((pkg / "tests" / "test.sh").read_text() + f"\n# {canary}\n")

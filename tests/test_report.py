@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from agent.report import load_run, tree_layout, write_report
-from tests.conftest import FIXTURES, needs_root
+from tests.conftest import needs_root, toy_tasks_root
 from tests.llm_server import Reply, Request, ScriptedLLMServer
 
 UNROLLED = ("def sum_squares(n):\n    total = 0\n    i = 0\n    while i + 1 < n:\n        total += i * i + (i + 1) * (i + 1)\n"
@@ -46,9 +46,7 @@ def run_dir(tmp_path_factory, cache_dir) -> Path:
 
     tmp = tmp_path_factory.mktemp("report-run")
     root = tmp / "tasks"
-    shutil.copytree(FIXTURES / "kfc" / "toy-sum", root / "kfc" / "toy-sum")
-    for d in ("tests", "environment/loop/private/dev_tests"):
-        (root / "kfc/toy-sum/task" / d / "metric.txt").write_text("trace\n")
+    toy_tasks_root(root)
     mp = pytest.MonkeyPatch()
     mp.setenv("OPENAI_API_KEY", "sk-test-0123456789abcdefghij")
     try:

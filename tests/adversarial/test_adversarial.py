@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -31,7 +30,7 @@ from evaluator.grader import CandidateSource, Evaluator
 from evaluator.limits import Limits
 from evaluator.task import package_hash
 from evaluator.verdict import Status
-from tests.conftest import FIXTURES, REPO, needs_root
+from tests.conftest import FIXTURES, REPO, needs_root, toy_tasks_root
 
 pytestmark = needs_root
 HERE = Path(__file__).resolve().parent
@@ -137,10 +136,7 @@ def toy(cache_dir, tmp_path_factory):
     """The toy package on a deterministic metric (traced events), so that the reference
     verdict after an attack can be compared exactly with a clean one."""
     root = tmp_path_factory.mktemp("adv-tasks")
-    shutil.copytree(FIXTURES / "kfc" / "toy-sum", root / "kfc" / "toy-sum")
-    pkg = root / "kfc" / "toy-sum" / "task"
-    for d in ("tests", "environment/loop/private/dev_tests"):
-        (pkg / d / "metric.txt").write_text("trace\n")
+    pkg = toy_tasks_root(root)
     cfg = EvaluatorConfig(timeout_sec=TOY_TIMEOUT, local=TOY_LIMITS.model_copy(update={"cache_dir": str(cache_dir)}))
     ev = Evaluator(cfg, tasks_roots=[root], log_root=tmp_path_factory.mktemp("adv-toy-logs"))
     clean = summary(ev.evaluate("kfc/toy-sum", mode="oracle", grader="hidden"))

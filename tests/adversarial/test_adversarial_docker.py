@@ -7,7 +7,6 @@ they are checked by family rather than by the local backend's exact names."""
 
 from __future__ import annotations
 
-import shutil
 
 import pytest
 
@@ -15,7 +14,7 @@ from evaluator.config import EvaluatorConfig
 from evaluator.grader import CandidateSource, Evaluator
 from evaluator.verdict import Status
 from tests.adversarial.test_adversarial import FAST, HERE, Listener, fill, summary
-from tests.conftest import FIXTURES, REPO, needs_root
+from tests.conftest import REPO, needs_root, toy_tasks_root
 from tests.test_docker_backend import docker_config, engine_url  # noqa: F401 (fixture)
 
 pytestmark = [needs_root, pytest.mark.slow]
@@ -35,10 +34,7 @@ UNNAMED_ON_PODMAN = {"fork_bomb"}
 @pytest.fixture(scope="module")
 def docker_toy(engine_url, tmp_path_factory):  # noqa: F811
     root = tmp_path_factory.mktemp("adv-docker-tasks")
-    shutil.copytree(FIXTURES / "kfc" / "toy-sum", root / "kfc" / "toy-sum")
-    pkg = root / "kfc" / "toy-sum" / "task"
-    for d in ("tests", "environment/loop/private/dev_tests"):
-        (pkg / d / "metric.txt").write_text("trace\n")
+    pkg = toy_tasks_root(root)
     toml = pkg / "task.toml"
     toml.write_text(toml.read_text().replace("memory_mb = 1024", "memory_mb = 512"))
     base = docker_config(engine_url, tmp_path_factory.mktemp("adv-docker-cache"), pids_limit=128)
