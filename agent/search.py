@@ -55,7 +55,7 @@ def journal_totals(events: list[dict[str, Any]]) -> dict[str, Any]:
             if d.get("replayed"):
                 t["replayed_llm_calls"] += 1
                 continue
-            if d.get("error_kind") in ("leak", "not_recorded"):
+            if d.get("error_kind") in ("leak", "not_recorded", "budget"):
                 continue  # never sent
             t["llm_calls"] += 1
             t["calls_by_role"][d["role"]] = t["calls_by_role"].get(d["role"], 0) + 1
