@@ -68,8 +68,11 @@ if ! ping; then
   rm -f "$SOCKET"
   # detached from this shell: the service outlives the script (CI steps, test runs). Started in
   # a folder of its own: conmon drops files (an `oom` marker) into the working folder it inherits.
+  # The redirections cover the whole subshell, not just podman: a subshell left holding this
+  # script's stdout keeps a caller's `$(podman_setup.sh | tail -n 1)` waiting for ever.
   mkdir -p /run/pesflow-podman
-  (cd /run/pesflow-podman && setsid nohup podman system service --time=0 "unix://$SOCKET" >/var/log/pesflow-podman-service.log 2>&1 < /dev/null &)
+  (cd /run/pesflow-podman && exec setsid podman system service --time=0 "unix://$SOCKET") \
+    >/var/log/pesflow-podman-service.log 2>&1 </dev/null &
   for _ in $(seq 1 100); do ping && break; sleep 0.1; done
   ping || { echo "podman_setup: podman system service did not answer on $SOCKET; see /var/log/pesflow-podman-service.log" >&2; exit 1; }
   log "serving the Docker API on $SOCKET"
