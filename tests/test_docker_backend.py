@@ -407,3 +407,11 @@ def test_warm_against_cold_containers(engine_url, tmp_path):
         ev.close()
     assert names[True][0].split('"container_gradings"')[0] == names[True][1].split('"container_gradings"')[0]
     assert '"container_gradings": 2' in names[True][1] and '"container_gradings": 1' in names[False][1]
+
+
+def test_a_cgroup_file_is_read_from_this_host_only_for_the_named_container():
+    from evaluator.backends.docker import host_cgroup_file
+
+    # this test's own process is in no container: whatever its cgroups, none names the id
+    assert host_cgroup_file(os.getpid(), "0123456789abcdef" * 4, "pids", "pids.events") is None
+    assert host_cgroup_file(0, "x", "pids", "pids.events") is None  # no pid (an engine elsewhere)

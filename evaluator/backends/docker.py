@@ -73,6 +73,7 @@ from evaluator.backends.in_container import (
 )
 from evaluator.backends.local import grader_command
 from evaluator.config import DockerConfig
+from evaluator.limits import TOO_MANY_PROCESSES
 from evaluator.parallel import Slot
 from evaluator.sandbox import BoundedSink
 from evaluator.task import NOT_IN_IMAGE, Task, package_hash
@@ -97,6 +98,23 @@ DEV_ENGINES = ("/opt/loop/score_engine.sh", "/opt/loop/private/dev_tests/test.sh
 # Runs as root in a container between two gradings (and once when it starts, with no
 # operations). Operations come as arguments, so no path is ever split or re-parsed:
 #   rm PATH | dir MODE UID GID PATH | etc PATH CONTENT | dev NAME (a /dev entry to keep)
+# The container's limit counters: OOM kills, and forks the pids limit refused (cgroup v2, then
+# v1), the trace a fork bomb leaves once it is killed.
+COUNTERS_SCRIPT = r"""
+for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do
+  if [ -r "$f" ]; then
+    while read -r k v; do [ "$k" = oom_kill ] && echo "@@oom:$v"; done < "$f"
+    break
+  fi
+done
+for f in /sys/fs/cgroup/pids.events /sys/fs/cgroup/pids/pids.events; do
+  if [ -r "$f" ]; then
+    while read -r k v; do [ "$k" = max ] && echo "@@pidsmax:$v"; done < "$f"
+    break
+  fi
+done
+"""
+
 RESET_SCRIPT = ALIVE_FN + r"""
 keep=""
 i=0
@@ -127,12 +145,7 @@ fi
 rm -rf /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?* /dev/mqueue/* 2>/dev/null
 command -v ipcrm >/dev/null 2>&1 && ipcrm --all >/dev/null 2>&1
 for f in /dev/*; do echo "@@dev:${f#/dev/}"; done
-for f in /sys/fs/cgroup/memory.events /sys/fs/cgroup/memory/memory.oom_control; do
-  if [ -r "$f" ]; then
-    while read -r k v; do [ "$k" = oom_kill ] && echo "@@oom:$v"; done < "$f"
-    break
-  fi
-done
+""" + COUNTERS_SCRIPT + r"""
 for f in /sys/fs/cgroup/memory.peak /sys/fs/cgroup/memory/memory.max_usage_in_bytes; do
   [ -r "$f" ] && { read -r v < "$f"; echo "@@peak:$v"; break; }
 done
@@ -171,6 +184,10 @@ class _Warm:
     etc: dict[str, str] = field(default_factory=dict)  # engine-mounted files and their contents at start
     dev: list[str] = field(default_factory=list)  # the entries of /dev at start
     oom: int = 0
+    pids_max: int = 0  # forks refused by the pids limit so far
+    # The container's pids.events seen from this host, when the engine runs here: readable even
+    # when a fork bomb leaves no pid free for an exec inside the container.
+    pids_events: Path | None = None
     peak: int | None = None  # the container's highest memory use so far, in bytes
     keep: str = ""  # pid of the init's sleep, not a stray
     gradings: int = 0
@@ -438,7 +455,10 @@ class DockerBackend:
             out = self._exec(api, cid, RESET_SCRIPT, user="0")[1]
             w.dev = re.findall(r"^@@dev:(.*)$", out, re.M)
             w.oom = _oom(out)
+            w.pids_max = _pids_max(out)
             w.keep = _keepalive(out)
+            w.pids_events = host_cgroup_file(api.inspect_container(cid)["State"].get("Pid") or 0, cid, "pids", "pids.events")
+            w.pids_max = max(w.pids_max, _host_count(w.pids_events, "max"))
         except (APIError, DockerException) as e:
             self._discard(api, w)
             raise InfraError(f"a new container of {prepared.state['image']} could not be inspected: {_short(e)}") from None
@@ -558,7 +578,7 @@ class DockerBackend:
             deletions = self._write_candidate(api, prepared, w, request.files)
             if deletions:
                 command = f"rm -f -- {' '.join(shlex.quote(p) for p in deletions)}; {command}"
-            rc, output, timed_out = self._run_grader(api, w, grader_script(command, w.keep), request)
+            rc, output, timed_out, broke = self._run_grader(api, w, grader_script(command, w.keep), request)
             (request.out_dir / "grader_output.log").write_text(output)
             self._copy_logs(api, w, request.out_dir / "logs")
             reward = None
@@ -577,14 +597,22 @@ class DockerBackend:
             why = "the kernel's OOM killer" if running.get("OOMKilled") else f"exit {running.get('ExitCode')}"
             return infra(f"the grading container died while grading ({why})", rc, output)
         w.gradings += 1
-        oom_before = w.oom
+        oom_before, pids_before = w.oom, w.pids_max
+        w.pids_max = max(w.pids_max, _host_count(w.pids_events, "max"))
         try:
             self._reset(api, prepared, w)
         except (_Dirty, APIError, DockerException):
-            self._discard(api, w)  # the next grading gets a new container; this one's verdict stands
-        strays = left_running(output) if not timed_out else []
-        reasons = []
+            # the next grading gets a new container; this one's verdict stands, its counters read first
+            self._read_counters(api, w)
+            self._discard(api, w)
         env = task.toml.environment
+        forks_refused = w.pids_max > pids_before
+        if broke and not forks_refused:
+            return infra(f"the grader's output stream broke: {broke}", rc, output)
+        # A fork bomb can break the engine's exec stream (podman's attach): the refused forks the
+        # pids cgroup counted still name it, so it is the candidate's failure, not the engine's.
+        strays = left_running(output) if not (timed_out or broke) else []
+        reasons = [TOO_MANY_PROCESSES] if forks_refused else []
         if w.oom > oom_before:
             # The container's OOM counter also counts the machine's OOM killer: a container that
             # never came near its limit was the machine's victim (the local backend's rule).
@@ -597,10 +625,11 @@ class DockerBackend:
             reasons.append(BACKGROUND_PROCESS)
         report = {"limits": {"memory_mb": env.memory_mb, "cpus": env.cpus, "pids": self.config.pids_limit,
                              "timeout_sec": request.timeout, "network": "none"},
-                  "container": w.name, "container_gradings": w.gradings, "oom_kills": w.oom - oom_before, "strays": strays}
+                  "container": w.name, "container_gradings": w.gradings, "oom_kills": w.oom - oom_before,
+                  "forks_refused": w.pids_max - pids_before, "strays": strays}
         (request.out_dir / "limits.json").write_text(json.dumps(report, indent=1))
         if reasons and not timed_out:
-            reward = with_reasons(reward, reasons, memory_mb=env.memory_mb, strays=strays)
+            reward = with_reasons(reward, reasons, memory_mb=env.memory_mb, strays=strays, pids=self.config.pids_limit)
         if not self.config.warm_containers:
             self._discard(api, w)
         return GradeRun(reward, rc, timed_out, time.monotonic() - start, output, grader_seconds=grader_seconds(output))
@@ -621,7 +650,9 @@ class DockerBackend:
             raise InfraError("the engine refused the candidate's files")
         return deletions
 
-    def _run_grader(self, api: docker.APIClient, w: _Warm, script: str, request: GradeRequest) -> tuple[int, str, bool]:
+    def _run_grader(self, api: docker.APIClient, w: _Warm, script: str,
+                    request: GradeRequest) -> tuple[int, str, bool, str | None]:
+        """(exit code, output, timed out, why the output stream broke or None)."""
         ex = api.exec_create(w.id, ["/bin/sh", "-c", script], environment=request.env)
         sink = BoundedSink(self.config.max_log_bytes)
         failure: list[BaseException] = []
@@ -643,8 +674,18 @@ class DockerBackend:
             if reader.is_alive():
                 raise InfraError("the grader could not be stopped at its timeout; the container was dropped")
         if failure and not timed_out:
-            raise InfraError(f"the grader's output stream broke: {_short(failure[0])}")
-        return (137 if timed_out else _exit_code(api, ex["Id"])), sink.text(), timed_out
+            self._exec(api, w.id, "kill -9 -1; sleep 0.2; kill -9 -1", user="0")  # what the grader left, stopped
+            return -1, sink.text(), False, _short(failure[0])
+        return (137 if timed_out else _exit_code(api, ex["Id"])), sink.text(), timed_out, None
+
+    def _read_counters(self, api: docker.APIClient, w: _Warm) -> None:
+        """The container's OOM and refused-fork counters, when the reset that reads them failed."""
+        try:
+            out = self._exec(api, w.id, COUNTERS_SCRIPT, user="0")[1]
+        except (APIError, DockerException, InfraError):
+            return
+        w.oom = max(w.oom, _oom(out))
+        w.pids_max = max(w.pids_max, _pids_max(out))
 
     def _copy_logs(self, api: docker.APIClient, w: _Warm, dest: Path) -> None:
         try:
@@ -703,6 +744,7 @@ class DockerBackend:
             restore += re.findall(r"^@@refill:(.*)$", out, re.M)
             self._restore(api, prepared.key, w, restore)
             w.oom = max(w.oom, _oom(out))
+            w.pids_max = max(w.pids_max, _pids_max(out))
             w.peak = _peak(out)
             w.keep = _keepalive(out)
             if "@@survivors: none" in out:
@@ -789,6 +831,47 @@ def _peak(out: str) -> int | None:
 
 def _oom(out: str) -> int:
     found = re.findall(r"^@@oom:(\d+)", out, re.M)
+    return int(found[-1]) if found else 0
+
+
+def host_cgroup_file(pid: int, cid: str, controller: str, name: str) -> Path | None:
+    """The file `name` of the container's `controller` cgroup as this host sees it, or None when
+    the engine is elsewhere (the pid's cgroup path must name the container, so that a pid of
+    another machine's engine that happens to exist here is never read)."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines() if pid > 0 else []
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if cid not in path:
+            continue
+        if controller in controllers.split(","):  # cgroup v1: a hierarchy per controller
+            found = Path("/sys/fs/cgroup") / controller / path.lstrip("/") / name
+        elif controllers == "":  # cgroup v2: one hierarchy
+            found = Path("/sys/fs/cgroup") / path.lstrip("/") / name
+        else:
+            continue
+        if found.is_file():
+            return found
+    return None
+
+
+def _host_count(events: Path | None, key: str) -> int:
+    if events is None:
+        return 0
+    try:
+        for line in events.read_text().splitlines():
+            k, _, v = line.partition(" ")
+            if k == key and v.strip().isdigit():
+                return int(v)
+    except OSError:
+        pass
+    return 0
+
+
+def _pids_max(out: str) -> int:
+    found = re.findall(r"^@@pidsmax:(\d+)", out, re.M)
     return int(found[-1]) if found else 0
 
 

@@ -22,13 +22,11 @@ pytestmark = [needs_root, pytest.mark.slow]
 # attack -> reasons of which at least one must be named (or the status, for the time limit)
 DOCKER_ATTACKS = {
     "infinite_loop": {"timeout"},
-    "fork_bomb": {"too_many_processes", "import_failed", "correctness_failed", "candidate_crashed", "timeout"},
+    "fork_bomb": {"too_many_processes"},
     "memory_bomb": {"out_of_memory", "import_failed", "candidate_crashed"},
     "background_process": {"background_process"},
     "network": {"import_failed"},
 }
-# Attacks whose reason podman 4.3 may lose (see the test); they must still score 0.
-UNNAMED_ON_PODMAN = {"fork_bomb"}
 
 
 @pytest.fixture(scope="module")
@@ -58,14 +56,10 @@ def test_toy_attack_on_docker(attack, docker_toy, listener):
     ev, clean = docker_toy
     code = fill((HERE / "toy" / f"{attack}.py").read_text(), listener, hidden=REPO / "tests")
     v = ev.evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FAST + "\n" + code}), grader="hidden")
-    if attack in UNNAMED_ON_PODMAN and v.status == Status.grader_error:
-        # Known gap: a fork bomb can break podman's exec attach ("connection reset by peer"),
-        # so the grader's exit is lost; the candidate still scores 0 and harms nothing.
-        assert v.reward == 0.0 and "attach" in v.message, v.message
-    else:
-        assert v.status in (Status.hard_fail, Status.timeout) and v.reward == 0.0, (v.status, v.message)
-        named = {r.split(":")[0] for r in v.hard_fail_reasons} | ({"timeout"} if v.status == Status.timeout else set())
-        assert named & DOCKER_ATTACKS[attack], (v.status, v.hard_fail_reasons)
+    # (a fork bomb may break podman's exec stream; the pids cgroup's count of refused forks still names it)
+    assert v.status in (Status.hard_fail, Status.timeout) and v.reward == 0.0, (v.status, v.message)
+    named = {r.split(":")[0] for r in v.hard_fail_reasons} | ({"timeout"} if v.status == Status.timeout else set())
+    assert named & DOCKER_ATTACKS[attack], (v.status, v.hard_fail_reasons)
     assert not listener.hits, f"{attack} reached the host's loopback: {listener.hits}"
     # the harness keeps working and the next candidate sees nothing of the attack
     assert summary(ev.evaluate("kfc/toy-sum", mode="oracle", grader="hidden")) == clean
