@@ -51,7 +51,9 @@ def workloads_of(report: object) -> list[dict]:
 
 
 def gradings(roots: list[Path]) -> dict[tuple[str, str], list[dict[str, dict]]]:
-    """(task, candidate hash) -> one {workload name: entry} per grading that graded ok."""
+    """(task, mode@candidate hash) -> one {workload name: entry} per grading that graded ok.
+    The mode is part of the key: noop and oracle gradings carry no candidate files, so they
+    share the hash of an empty candidate."""
     out: dict[tuple[str, str], list[dict[str, dict]]] = defaultdict(list)
     for root in roots:
         for vfile in sorted(root.rglob("verdict.json")):
@@ -66,7 +68,8 @@ def gradings(roots: list[Path]) -> dict[tuple[str, str], list[dict[str, dict]]]:
                 continue
             entries = workloads_of(json.loads(reports[0].read_text()))
             if entries:
-                out[(v["task"], v.get("candidate_hash") or "")].append({e["name"]: e for e in entries})
+                key = f"{v.get('mode', 'candidate')}@{(v.get('candidate_hash') or '')[:12]}"
+                out[(v["task"], key)].append({e["name"]: e for e in entries})
     return out
 
 
@@ -108,8 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         if len(runs) < 2:
             continue
         s = spread(runs, a.min_us / 1000)
-        result[f"{task}@{cand[:12]}"] = s
-        print(f"{task} (candidate {cand[:12]}): {s['gradings']} gradings, speedup "
+        result[f"{task} {cand}"] = s
+        print(f"{task} ({cand}): {s['gradings']} gradings, speedup "
               + ", ".join(f"{x:.2f}" for x in s["speedups"]) + f"  cv {pct(s['cv_speedup'])}")
         for w in s["workloads"]:
             mark = "*" if w["workload"] in s["long_workloads"] else " "
