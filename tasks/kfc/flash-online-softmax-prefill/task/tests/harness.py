@@ -23,12 +23,14 @@ _PERF_NS = _time_module.perf_counter_ns
 _PERF = _time_module.perf_counter
 
 import argparse
+import gc
 import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
 import io
 import json
+import linecache
 import re
 import signal
 import sys
@@ -73,6 +75,102 @@ def _current_timers():
         "time.perf_counter": _time_module.perf_counter,
         "time.perf_counter_ns": _time_module.perf_counter_ns,
     }
+
+
+# Identity alone misses a timer whose function object stays but whose code, defaults or
+# closure were swapped. Fingerprint: every callable the timing path goes through, and for a
+# Python function also its __code__, __defaults__, __kwdefaults__, the contents of its
+# closure cells and the globals/builtins its code names (one level); for the Event and
+# Stream classes (and their bases) every entry of the class __dict__. Taken once at harness
+# start, before any candidate code is imported; any difference later: timer_patched.
+_TIMER_ROOTS = {"torch": torch, "time": _time_module}
+_TIMER_NAMES = (
+    "time.perf_counter", "time.perf_counter_ns",
+    "torch.cuda.Event", "torch.cuda.Stream", "torch.cuda.synchronize", "torch.cuda.current_stream",
+    "torch.cuda.Event.record", "torch.cuda.Event.elapsed_time", "torch.cuda.Event.synchronize",
+    "torch.cuda.Event.query", "torch.cuda.Event.wait",
+    "torch.cuda.Stream.synchronize", "torch.cuda.Stream.wait_stream", "torch.cuda.Stream.record_event",
+    "torch.cuda.Stream.wait_event", "torch.cuda.Stream.query",
+    "torch._C._cuda_synchronize", "torch._C._cuda_getCurrentStream",
+)
+_TIMER_CLASSES = ("torch.cuda.Event", "torch.cuda.Stream")
+_ABSENT = object()
+# Entries Python itself may add to a class later (annotations read, an instance copied).
+_LAZY_CLASS_KEYS = ("__annotations__", "__slotnames__")
+
+
+def _resolve(dotted):
+    parts = dotted.split(".")
+    obj = _TIMER_ROOTS.get(parts[0], _ABSENT)
+    for p in parts[1:]:
+        if obj is _ABSENT:
+            break
+        obj = getattr(obj, p, _ABSENT)
+    return obj
+
+
+def _function_parts(label, fn, out):
+    """label-keyed parts of a Python function; values compared by identity."""
+    code = fn.__code__
+    out[label + ".__code__"] = code
+    out[label + ".__defaults__"] = fn.__defaults__
+    out[label + ".__kwdefaults__"] = fn.__kwdefaults__
+    for i, cell in enumerate(fn.__closure__ or ()):
+        try:
+            out[f"{label}.__closure__[{i}]"] = cell.cell_contents
+        except ValueError:  # an empty cell
+            out[f"{label}.__closure__[{i}]"] = _ABSENT
+    glb = fn.__globals__
+    blt = getattr(fn, "__builtins__", None) or {}
+    if isinstance(blt, types.ModuleType):
+        blt = vars(blt)
+    for name in code.co_names:
+        val = glb.get(name, _ABSENT)
+        if val is _ABSENT:
+            val = blt.get(name, _ABSENT)
+        # Callables and modules only: plain values (flags such as _initialized) change legitimately.
+        if val is not _ABSENT and (callable(val) or isinstance(val, types.ModuleType)):
+            out[f"{label}->{name}"] = val
+
+
+def _timer_fingerprint():
+    """{part: object}; compared by identity (class __dict__ key sets by equality)."""
+    out = {}
+    for name in _TIMER_NAMES:
+        obj = _resolve(name)
+        out[name] = obj
+        if isinstance(obj, types.FunctionType):
+            _function_parts(name, obj, out)
+    for name in _TIMER_CLASSES:
+        cls = _resolve(name)
+        if not isinstance(cls, type):
+            continue
+        for klass in cls.__mro__:
+            if klass is object:
+                continue
+            label = f"{name}[{klass.__qualname__}]"
+            ns = {k: v for k, v in vars(klass).items() if k not in _LAZY_CLASS_KEYS}
+            out[label + ".__dict__"] = tuple(sorted(ns))
+            for key, val in ns.items():
+                out[f"{label}.{key}"] = val
+                if isinstance(val, (staticmethod, classmethod)):
+                    val = val.__func__
+                if isinstance(val, types.FunctionType):
+                    _function_parts(f"{label}.{key}", val, out)
+    return out
+
+
+def _fingerprint_changes(saved, now):
+    bad = []
+    for key, val in saved.items():
+        cur = now.get(key, _ABSENT)
+        same = (cur == val) if key.endswith(".__dict__") else (cur is val)
+        if not same:
+            bad.append(key)
+    return bad
+
+
+_TIMER_PRINT = _timer_fingerprint()
 
 
 # Textual scan of the scope. Each entry: (gate, what, pattern).
@@ -331,11 +429,136 @@ def run_error_case(fn, name, args, expected):
 # ----------------------------------------------------------------------------- integrity
 def timers_patched():
     now = _current_timers()
-    return sorted(k for k, v in _SAVED_TIMERS.items() if now[k] is not v)
+    bad = {k for k, v in _SAVED_TIMERS.items() if now[k] is not v}
+    bad.update(_fingerprint_changes(_TIMER_PRINT, _timer_fingerprint()))
+    return sorted(bad)
 
 
 def _grader_paths(baseline_dir):
     return [os.path.realpath(baseline_dir) + os.sep, os.path.realpath(HERE) + os.sep]
+
+
+# Where code or data the candidate must not use lives: the frozen baseline, the grader's own
+# folder (this file, cases.py, the reference, gpu_timing.py, the workloads) and /tests.
+# Set by protect() before the candidate is imported.
+_PROTECTED = {"roots": (), "owned": {}, "inside": {}}
+_gc_get_objects = gc.get_objects
+_realpath = os.path.realpath
+
+
+def _inside(path):
+    """Whether a file name resolves into one of the protected folders (cached per name)."""
+    cache = _PROTECTED["inside"]
+    hit = cache.get(path)
+    if hit is None:
+        try:
+            real = _realpath(path) + os.sep
+        except (OSError, ValueError, TypeError):
+            real = str(path) + os.sep
+        hit = any(real.startswith(root) for root in _PROTECTED["roots"])
+        if len(cache) > 20000:
+            cache.clear()
+        cache[path] = hit
+    return hit
+
+
+def _protected_functions():
+    for obj in _gc_get_objects():
+        if type(obj) is types.FunctionType and _inside(obj.__code__.co_filename):
+            yield obj
+
+
+def _add_code_tree(code, owned):
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        if id(c) in owned:
+            continue
+        owned[id(c)] = c  # the reference keeps the id from being reused
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+
+
+# Layer (b): an audit hook, added just before the candidate import, notes every open of a
+# file, every compile with a file name and every exec of a code object that resolves into a
+# protected folder. The harness opens nothing there after that point (its modules are loaded
+# and their sources put in linecache first); where it might (formatting its own tracebacks)
+# it holds _AUDIT["own"].
+_AUDIT = {"armed": False, "own": 0, "busy": False, "hits": []}
+_AUDIT_EVENTS = frozenset(("open", "compile", "exec"))
+
+
+def _audit_hook(event, args):
+    if event not in _AUDIT_EVENTS:
+        return
+    st = _AUDIT
+    if not st["armed"] or st["own"] or st["busy"]:
+        return
+    st["busy"] = True
+    try:
+        if event == "open":
+            target = args[0] if args else None
+        elif event == "compile":
+            target = args[1] if len(args) > 1 else None
+        else:
+            target = getattr(args[0], "co_filename", None) if args else None
+        if isinstance(target, os.PathLike):
+            target = os.fspath(target)
+        if isinstance(target, bytes):
+            target = os.fsdecode(target)
+        if isinstance(target, str) and target and _inside(target) and len(st["hits"]) < 20:
+            st["hits"].append(f"{event} {target}")
+    except Exception:  # noqa: BLE001 - the hook must never break the audited call
+        pass
+    finally:
+        st["busy"] = False
+
+
+class _HarnessOwn:
+    """Marks the harness's own reads of protected files (its tracebacks) for the audit hook."""
+
+    def __enter__(self):
+        _AUDIT["own"] += 1
+
+    def __exit__(self, *exc):
+        _AUDIT["own"] -= 1
+        return False
+
+
+def protect(baseline_dir, source_files):
+    """Called once, after the frozen baseline (and every grader module) is loaded and just
+    before the candidate is imported: records the code the harness owns, puts the protected
+    sources in linecache (so warnings and tracebacks that show their lines open nothing),
+    then arms the audit hook."""
+    roots = {os.path.realpath(p) + os.sep
+             for p in (baseline_dir, HERE, os.path.dirname(os.path.abspath(reference.__file__)), "/tests")}
+    _PROTECTED["roots"] = tuple(sorted(roots))
+    _PROTECTED["inside"].clear()
+    for path in source_files:
+        try:
+            linecache.getlines(path)
+        except Exception:  # noqa: BLE001
+            pass
+    owned = {}
+    for fn in _protected_functions():
+        _add_code_tree(fn.__code__, owned)
+    _PROTECTED["owned"] = owned
+    sys.addaudithook(_audit_hook)
+    _AUDIT["armed"] = True
+
+
+def baseline_held():
+    """Layer (a): live functions whose code comes from a protected file but that the harness
+    did not own before the candidate was imported (a frozen-baseline function loaded by the
+    candidate, wherever it keeps it: a dict, a partial, a closure)."""
+    owned = _PROTECTED["owned"]
+    found = []
+    for fn in _protected_functions():
+        code = fn.__code__
+        if owned.get(id(code)) is not code:
+            found.append(f"gc:{getattr(fn, '__qualname__', '?')} from {code.co_filename}")
+            if len(found) >= 5:
+                break
+    return found
 
 
 def baseline_imported(baseline_dir, cand_mod):
@@ -360,6 +583,9 @@ def baseline_imported(baseline_dir, cand_mod):
         code = getattr(val, "__code__", None)
         if inside(path or "") or (code is not None and inside(code.co_filename)):
             found.append("global:" + key)
+    if _PROTECTED["roots"]:
+        found.extend(baseline_held())
+        found.extend("audit:" + h for h in _AUDIT["hits"])
     return found
 
 
@@ -432,6 +658,11 @@ def main(a):
         raw["grader_error"] = "cannot load the frozen baseline: " + _short(traceback.format_exc(), 800)
         dump("done")
         return 2
+    # Loaded now, before the audit hook is armed: no grader file is opened after that point.
+    gpu_timing = _load_private("_grader_gpu_timing", os.path.join(HERE, "gpu_timing.py"))
+    protect(a.baseline_dir, [globals().get("__file__") or "", os.path.abspath(globals().get("__file__") or "")]
+            + [os.path.join(HERE, f) for f in ("cases.py", "reference.py", "gpu_timing.py")]
+            + [os.path.join(a.baseline_dir, cases.BASELINE_FILE)])
 
     cand_mod, cand_fn, import_msg = None, None, None
     signal.setitimer(signal.ITIMER_REAL, 120.0)
@@ -465,6 +696,8 @@ def main(a):
             raw.setdefault("timer_patched", []).append({"where": where, "names": patched})
             gates["timer_patched"] = False
             _fail("timer_patched")
+            raw["correctness"].append({"name": "integrity:timer_patched", "kind": "integrity", "passed": False,
+                                       "message": _short(f"{where}: changed: {', '.join(patched[:6])}")})
             ok = False
         else:
             gates.setdefault("timer_patched", True)
@@ -473,6 +706,11 @@ def main(a):
             raw.setdefault("baseline_called", []).append({"where": where, "names": held[:10]})
             gates["baseline_called"] = False
             _fail("baseline_called")
+            layers = sorted({h.split(":", 1)[0] for h in held})
+            raw["correctness"].append({
+                "name": "integrity:baseline_called", "kind": "integrity", "passed": False,
+                "message": _short(f"{where}: the candidate holds or read frozen-baseline/grader code "
+                                  f"(found by {'/'.join(layers)}): {'; '.join(held[:3])}")})
             ok = False
         else:
             gates.setdefault("baseline_called", True)
@@ -535,7 +773,6 @@ def main(a):
         raw["timing"] = {"ran": False, "skipped_because": sorted(set(prefail + raw["hard_fail_reasons"]))}
         dump("done")
         return 0
-    gpu_timing = _load_private("_grader_gpu_timing", os.path.join(HERE, "gpu_timing.py"))
     try:
         report, timing_fails, timing_results = gpu_timing.run(
             cases, reference, base_fn, cand_fn, plan, device, _SAVED_TIMERS)
@@ -550,8 +787,10 @@ def main(a):
     except BaseException as exc:  # noqa: BLE001
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raw["timing"] = {"ran": False, "error": _short(f"{type(exc).__name__}: {exc}", 600),
-                         "trace": _short(traceback.format_exc(), 1500)}
+        error = _short(f"{type(exc).__name__}: {exc}", 600)
+        with _HarnessOwn():  # its own traceback: the lines come from linecache
+            trace = _short(traceback.format_exc(), 1500)
+        raw["timing"] = {"ran": False, "error": error, "trace": trace}
         gates["timing_failed"] = False
         _fail("timing_failed")
     integrity("after timing")
@@ -572,7 +811,8 @@ def _entry():
     try:
         return main(a)
     except Exception:  # noqa: BLE001 - a bug or a broken install on the grader side
-        RAW["grader_error"] = _short(traceback.format_exc(), 1500)
+        with _HarnessOwn():
+            RAW["grader_error"] = _short(traceback.format_exc(), 1500)
         dump("done")
         return 2
 

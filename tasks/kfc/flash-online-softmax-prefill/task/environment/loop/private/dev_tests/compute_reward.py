@@ -183,7 +183,8 @@ def main():
             "ratios": timing.get("ratios", []),
             "per_workload": [
                 {k: w.get(k) for k in ("name", "median_ratio", "cv", "baseline_ms_median", "candidate_ms_median",
-                                       "baseline_wall_ms_median", "candidate_wall_ms_median", "roofline_ms")}
+                                       "baseline_wall_ms_median", "candidate_wall_ms_median", "roofline_ms",
+                                       "baseline_gap_ms_median", "candidate_gap_ms_median", "gap_threshold_ms")}
                 for w in timing.get("workloads", [])
             ],
             "aggregate": timing.get("aggregate"),

@@ -190,6 +190,7 @@ def main():
             "per_workload": [
                 {k: w.get(k) for k in ("name", "M", "N", "K", "median_ratio", "cv", "baseline_ms_median",
                                        "candidate_ms_median", "candidate_wall_ms_median",
+                                       "baseline_gap_ms_median", "candidate_gap_ms_median", "gap_threshold_ms",
                                        "baseline_tflops", "candidate_tflops")}
                 for w in timing.get("workloads", [])
             ],

@@ -78,6 +78,7 @@ def _clocks(torch):
         saved["torch.cuda.Event"] = torch.cuda.Event
         saved["torch.cuda.synchronize"] = torch.cuda.synchronize
         saved["torch.cuda.Event.elapsed_time"] = torch.cuda.Event.elapsed_time
+        saved["torch.cuda.Event.record"] = torch.cuda.Event.record
     return saved
 
 
@@ -87,7 +88,104 @@ def _current_clocks(torch):
         now["torch.cuda.Event"] = torch.cuda.Event
         now["torch.cuda.synchronize"] = torch.cuda.synchronize
         now["torch.cuda.Event.elapsed_time"] = torch.cuda.Event.elapsed_time
+        now["torch.cuda.Event.record"] = torch.cuda.Event.record
     return now
+
+
+# Identity alone misses a timer whose function object stays but whose code, defaults or
+# closure were swapped. Fingerprint (taken before the candidate library is loaded): every
+# callable the timing path goes through, and for a Python function also its __code__,
+# __defaults__, __kwdefaults__, the contents of its closure cells and the callables its code
+# names in its globals/builtins (one level); for the Event and Stream classes (and their
+# bases) every entry of the class __dict__. Any difference later: timer_patched.
+_TIMER_NAMES = (
+    "time.perf_counter", "time.perf_counter_ns",
+    "torch.cuda.Event", "torch.cuda.Stream", "torch.cuda.synchronize", "torch.cuda.current_stream",
+    "torch.cuda.Event.record", "torch.cuda.Event.elapsed_time", "torch.cuda.Event.synchronize",
+    "torch.cuda.Event.query", "torch.cuda.Event.wait",
+    "torch.cuda.Stream.synchronize", "torch.cuda.Stream.wait_stream", "torch.cuda.Stream.record_event",
+    "torch.cuda.Stream.wait_event", "torch.cuda.Stream.query",
+    "torch._C._cuda_synchronize", "torch._C._cuda_getCurrentStream",
+)
+_TIMER_CLASSES = ("torch.cuda.Event", "torch.cuda.Stream")
+_ABSENT = object()
+# Entries Python itself may add to a class later (annotations read, an instance copied).
+_LAZY_CLASS_KEYS = ("__annotations__", "__slotnames__")
+
+
+def _resolve(roots, dotted):
+    parts = dotted.split(".")
+    obj = roots.get(parts[0], _ABSENT)
+    for p in parts[1:]:
+        if obj is _ABSENT:
+            break
+        obj = getattr(obj, p, _ABSENT)
+    return obj
+
+
+def _function_parts(label, fn, out):
+    code = fn.__code__
+    out[label + ".__code__"] = code
+    out[label + ".__defaults__"] = fn.__defaults__
+    out[label + ".__kwdefaults__"] = fn.__kwdefaults__
+    for i, cell in enumerate(fn.__closure__ or ()):
+        try:
+            out[f"{label}.__closure__[{i}]"] = cell.cell_contents
+        except ValueError:  # an empty cell
+            out[f"{label}.__closure__[{i}]"] = _ABSENT
+    glb = fn.__globals__
+    blt = getattr(fn, "__builtins__", None) or {}
+    if not isinstance(blt, dict):
+        blt = vars(blt)
+    for name in code.co_names:
+        val = glb.get(name, _ABSENT)
+        if val is _ABSENT:
+            val = blt.get(name, _ABSENT)
+        # Callables and modules only: plain values (flags such as _initialized) change legitimately.
+        if val is not _ABSENT and (callable(val) or type(val) is type(sys)):
+            out[f"{label}->{name}"] = val
+
+
+def timer_fingerprint(torch):
+    """{part: object}; compared by identity (class __dict__ key sets by equality)."""
+    roots = {"time": _time_module}
+    if torch is not None:
+        roots["torch"] = torch
+    out = {}
+    for name in _TIMER_NAMES:
+        if name.split(".")[0] not in roots:
+            continue
+        obj = _resolve(roots, name)
+        out[name] = obj
+        if type(obj) is type(_function_parts):
+            _function_parts(name, obj, out)
+    for name in _TIMER_CLASSES if torch is not None else ():
+        cls = _resolve(roots, name)
+        if not isinstance(cls, type):
+            continue
+        for klass in cls.__mro__:
+            if klass is object:
+                continue
+            label = f"{name}[{klass.__qualname__}]"
+            ns = {k: v for k, v in vars(klass).items() if k not in _LAZY_CLASS_KEYS}
+            out[label + ".__dict__"] = tuple(sorted(ns))
+            for key, val in ns.items():
+                out[f"{label}.{key}"] = val
+                if isinstance(val, (staticmethod, classmethod)):
+                    val = val.__func__
+                if type(val) is type(_function_parts):
+                    _function_parts(f"{label}.{key}", val, out)
+    return out
+
+
+def fingerprint_changes(saved, now):
+    bad = []
+    for key, val in saved.items():
+        cur = now.get(key, _ABSENT)
+        same = (cur == val) if key.endswith(".__dict__") else (cur is val)
+        if not same:
+            bad.append(key)
+    return bad
 
 
 def _bind(lib):
@@ -123,9 +221,11 @@ class Grader:
 
     def timers_intact(self, when):
         saved, now = self.clocks, _current_clocks(self.torch)
-        bad = sorted(k for k in saved if now.get(k) is not saved[k])
+        bad = {k for k in saved if now.get(k) is not saved[k]}
+        bad.update(fingerprint_changes(self.timer_print, timer_fingerprint(self.torch)))
+        bad = sorted(bad)
         if bad:
-            RAW["timer_tampering"] = {"when": when, "changed": bad}
+            RAW["timer_tampering"] = {"when": when, "changed": bad[:20]}
             self.gates["timer_patched"] = False
             self.fail("timer_patched")
             return False
@@ -153,6 +253,7 @@ class Grader:
             self.torch = None
             RAW["hardware"] = "cpu"
         self.clocks = _clocks(self.torch)
+        self.timer_print = timer_fingerprint(self.torch)
 
         # 1. static scan ------------------------------------------------------
         dump("scan")
