@@ -11,23 +11,37 @@ Phases, cheapest first; a failing phase stops the run:
 
 Raw results are written (atomically, after every phase) to --out;
 compute_reward.py turns them into reward.json.
+
+From the import of the candidate on, a runtime guard (PEP 578 audit hooks,
+which cannot be removed) blocks and records what the scan looks for but a
+disguised spelling would slip past: grader files read, writes outside /tmp
+(the verifier's output included), network, new processes, ctypes ->
+forbidden_runtime:<what>. At the end the candidate's exit handlers run under
+the guard, processes it started are killed, the last result is written and
+the process ends with os._exit, so nothing of the candidate runs after it.
 """
 
 # The clock is bound here, before any candidate code is imported.
 from time import perf_counter_ns as _clock
 
+import _thread
 import argparse
 import ast
+import atexit
 import gc
 import importlib
 import importlib.util
 import json
+import linecache
 import math
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
+import threading
+import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -35,6 +49,10 @@ sys.path.insert(0, HERE)
 
 import prq_reference as ref  # noqa: E402
 import prq_workloads as W  # noqa: E402
+
+# Tracebacks formatted while the guard is armed find the grader's source lines here.
+for _src in (os.path.abspath(__file__), ref.__file__, W.__file__):
+    linecache.getlines(_src)
 
 REPO = "/app/repo"
 SCOPE = ["vllm/v1/core/sched/wro_priority_request_queue.py"]
@@ -207,6 +225,14 @@ def load_modules(res: dict, need_baseline: bool):
     snapshot = {name: _class_snapshot(c) for name, c in watched.items()}
     snapshot["heapq"] = {k: id(v) for k, v in vars(importlib.import_module("heapq")).items()}
 
+    global _GUARD, _TRACKED
+    _TRACKED = _tracked_files()
+    while HERE in sys.path:  # candidate code must not import grader modules by name
+        sys.path.remove(HERE)
+    _become_subreaper()
+    _GUARD = Guard([HERE, "/tests", "/opt/loop", "/opt/verifier-baseline",
+                    "/opt/verifier-correctness-manifest.json", "/logs", os.path.dirname(os.path.abspath(_OUT))])
+    _GUARD.armed = True
     cand_cls = None
     try:
         cand_mod = importlib.import_module(MODULE)
@@ -236,9 +262,12 @@ def _tracked_files() -> set:
         return set()
 
 
+_TRACKED = None  # listed once, before the guard is armed (it blocks new processes)
+
+
 def module_provenance_check() -> list:
     """Every loaded vllm.* module must be a tracked .py source file of the repo."""
-    tracked = _tracked_files()
+    tracked = _TRACKED if _TRACKED is not None else _tracked_files()
     root = os.path.realpath(REPO) + os.sep
     hits = []
     for name, mod in list(sys.modules.items()):
@@ -440,11 +469,196 @@ class _GraderError(Exception):
 
 
 # ---------------------------------------------------------------------------
-def _write(path: str, res: dict) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(res, fh, indent=1, default=str)
-    os.replace(tmp, path)
+# runtime guard: the scan's counterpart while candidate code runs
+# ---------------------------------------------------------------------------
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+_SPAWN_EVENTS = {"subprocess.Popen", "os.system", "os.posix_spawn", "os.fork", "os.forkpty", "os.exec", "os.spawn"}
+_FS_EVENTS = {"os.remove", "os.rename", "os.symlink", "os.link", "os.truncate", "os.chmod", "os.chown",
+              "os.mkdir", "os.rmdir", "os.utime", "shutil.copyfile", "shutil.copymode", "shutil.copystat",
+              "shutil.copytree", "shutil.move", "shutil.rmtree"}
+_NET_EVENTS = {"socket.bind", "socket.connect", "socket.getaddrinfo", "socket.gethostbyaddr", "socket.gethostbyname",
+               "socket.gethostname", "socket.getnameinfo", "socket.getservbyname", "socket.getservbyport",
+               "socket.sendmsg", "socket.sendto", "socket.sethostname"}
+_CTYPES_EVENTS = {"ctypes.addressof", "ctypes.call_function", "ctypes.cdata", "ctypes.cdata/buffer", "ctypes.dlopen",
+                  "ctypes.create_string_buffer", "ctypes.create_unicode_buffer", "ctypes.dlsym", "ctypes.dlsym/handle",
+                  "ctypes.get_errno", "ctypes.get_last_error", "ctypes.PyObj_FromPtr", "ctypes.seh_exception",
+                  "ctypes.set_errno", "ctypes.set_exception", "ctypes.set_last_error", "ctypes.string_at",
+                  "ctypes.wstring_at"}
+# Every event the guard looks at, by name: any other event (builtins.id, which the frozen
+# baseline raises in its timed loops) costs the hook one set lookup and nothing more.
+_WATCHED = frozenset({"open", "os.listdir", "os.scandir", "glob.glob", "sys.settrace", "sys.setprofile"}
+                     | _FS_EVENTS | _SPAWN_EVENTS | _NET_EVENTS | _CTYPES_EVENTS)
+_WRITABLE = ("/tmp", "/dev/shm", "/dev/null")
+
+
+def _under(path, roots) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+class Guard:
+    """Blocks (PermissionError) and records what candidate code must not do.
+    The harness's own file work runs quiet (main thread, inside _write only)."""
+
+    def __init__(self, private):
+        self.private = [os.path.realpath(p) for p in private]
+        self.armed = False
+        self.quiet_thread = None
+        self.hits = []
+        self._busy = set()
+        check, watched = self._check, _WATCHED
+
+        def hook(event, args):
+            if event in watched:
+                check(event, args)
+
+        sys.addaudithook(hook)
+
+    def _path(self, p):
+        try:
+            return os.path.realpath(os.fsdecode(p))
+        except (TypeError, ValueError):
+            return None
+
+    def _verdict(self, event, args):
+        if event == "open":
+            path, mode, flags = (tuple(args) + (None, None, None))[:3]
+            p = None if isinstance(path, int) else self._path(path)
+            if p is None:
+                return None
+            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+                isinstance(flags, int) and bool(flags & _WRITE_FLAGS))
+            if _under(p, self.private):
+                return ("writes_verifier_output" if writing and _under(p, ["/logs"]) else
+                        "touches_grader_files") + ":" + p
+            return "writes_outside_scope:" + p if writing and not _under(p, _WRITABLE) else None
+        if event in ("os.listdir", "os.scandir", "glob.glob"):
+            p = self._path(args[0]) if args and args[0] is not None else None
+            return "touches_grader_files:" + p if p and _under(p, self.private) else None
+        if event in _FS_EVENTS:
+            p = self._path(args[0]) if args and not isinstance(args[0], int) else None
+            return None if p and _under(p, _WRITABLE) else "writes_outside_scope:" + str(p)
+        if event in _NET_EVENTS:
+            return "network"
+        if event in _SPAWN_EVENTS:
+            return "process_spawn"
+        return "ctypes" if event in _CTYPES_EVENTS else "trace_hooks" if event.startswith("sys.") else None
+
+    def _check(self, event, args):
+        if not self.armed:
+            return
+        tid = _thread.get_ident()
+        if tid == self.quiet_thread or tid in self._busy:
+            return
+        self._busy.add(tid)  # realpath below may raise events of its own
+        try:
+            hit = self._verdict(event, args)
+        finally:
+            self._busy.discard(tid)
+        if hit:
+            self.hits.append(hit)
+            raise PermissionError("blocked by the grader: " + hit)
+
+
+_GUARD = None
+_OUT = None
+_RES = None  # the result being built, for the grader-error path
+_STRAYS = []
+
+
+def _become_subreaper():
+    """Orphans of candidate processes are re-parented here, so _reap finds them all."""
+    try:
+        import ctypes  # the grader's own use, before the guard is armed
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except Exception:  # noqa: BLE001 - without it, _reap still finds direct descendants
+        pass
+
+
+def _reap() -> list:
+    """Kill every process descending from this one; return 'pid:name' of the living ones."""
+    me, found = os.getpid(), []
+    for _ in range(50):
+        parents = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as fh:
+                    stat = fh.read().decode(errors="replace")
+            except OSError:
+                continue
+            rest = stat[stat.rfind(")") + 2:].split()
+            if rest and rest[0] != "Z":
+                parents[int(entry)] = (int(rest[1]), stat[stat.find("(") + 1:stat.rfind(")")])
+        mine, grew = {me}, True
+        while grew:
+            more = {pid for pid, (ppid, _) in parents.items() if ppid in mine} - mine
+            mine |= more
+            grew = bool(more)
+        mine.discard(me)
+        if not mine:
+            break
+        for pid in mine:
+            found.append(f"{pid}:{parents[pid][1]}")
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.02)
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except ChildProcessError:
+            pass
+    return sorted(set(found))
+
+
+def _runtime_findings(res: dict) -> bool:
+    """Merge the guard's hits (forbidden_runtime:<what>) into res; True if there are any."""
+    if _GUARD is None:
+        return False
+    found = ["forbidden_runtime:" + n for n in sorted({h.split(":")[0] for h in _GUARD.hits})]
+    found += ["background_process"] if _STRAYS else []
+    for reason in found:
+        if reason not in res["hard_fail_reasons"]:
+            res["hard_fail_reasons"].append(reason)
+            res["gates"]["forbidden_pattern_ok"] = False
+    if _GUARD.hits:
+        res["runtime_blocked"] = _GUARD.hits[:20]
+    if _STRAYS:
+        res["strays"] = _STRAYS[:20]
+    return bool(found)
+
+
+def _write(path: str, res: dict, final: bool = False) -> None:
+    """The harness's own file work, quiet (no candidate finalizer runs on this thread here)."""
+    if _GUARD is not None:
+        _GUARD.quiet_thread = _thread.get_ident()
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        if final and _GUARD is not None and _GUARD.armed:
+            _STRAYS.extend(_reap())  # nothing the candidate started may outlive the result
+        _runtime_findings(res)
+        tmp = path + ".tmp"
+        with open(tmp, "w") as fh:
+            json.dump(res, fh, indent=1, default=str)
+        os.replace(tmp, path)
+    finally:
+        if gc_was_on:
+            gc.enable()
+        if _GUARD is not None:
+            _GUARD.quiet_thread = None
+
+
+def _finish(path: str, res: dict) -> None:
+    """The last result. The candidate's exit handlers run first, under the guard."""
+    if _GUARD is not None and _GUARD.armed:
+        worker = threading.Thread(target=atexit._run_exitfuncs, daemon=True)
+        worker.start()
+        worker.join(5.0)  # one that hangs is left behind; os._exit ends it
+    res["completed"] = True
+    _write(path, res, final=True)
 
 
 def main() -> int:
@@ -455,10 +669,12 @@ def main() -> int:
     ap.add_argument("--bench-only", action="store_true",
                     help="quick dev timing: correctness of the timing workloads only")
     args = ap.parse_args()
+    global _OUT, _RES
+    _OUT = args.out
     wl = json.load(open(args.workloads))
-    res = {"schema": "prq_harness_v1", "profile": wl.get("profile"), "mode": args.mode,
-           "phase": "static", "completed": False, "gates": {}, "hard_fail_reasons": [],
-           "errors": [], "notes": [], "cases": [], "timing": None, "speedup": None}
+    res = _RES = {"schema": "prq_harness_v1", "profile": wl.get("profile"), "mode": args.mode,
+                  "phase": "static", "completed": False, "gates": {}, "hard_fail_reasons": [],
+                  "errors": [], "notes": [], "cases": [], "timing": None, "speedup": None}
     _write(args.out, res)
 
     if not args.bench_only:
@@ -471,9 +687,8 @@ def main() -> int:
     res["phase"] = "import"
     _write(args.out, res)
     env = load_modules(res, need_baseline=True)
-    if env is None:
-        res["completed"] = True
-        _write(args.out, res)
+    if env is None or _runtime_findings(res):
+        _finish(args.out, res)
         return 0
 
     res["phase"] = "correctness"
@@ -485,9 +700,9 @@ def main() -> int:
     if hits:
         res["gates"]["forbidden_pattern_ok"] = False
         res["hard_fail_reasons"] += hits
+    _runtime_findings(res)
     if res["hard_fail_reasons"]:
-        res["completed"] = True
-        _write(args.out, res)
+        _finish(args.out, res)
         return 0
 
     res["phase"] = "timing"
@@ -509,8 +724,7 @@ def main() -> int:
         res["gates"]["forbidden_pattern_ok"] = False
         res["hard_fail_reasons"] += hits
     res["phase"] = "done"
-    res["completed"] = True
-    _write(args.out, res)
+    _finish(args.out, res)
     return 0
 
 
@@ -520,10 +734,7 @@ def _main_guarded() -> int:
     except _GraderError as exc:
         out = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else None
         if out:
-            try:
-                res = json.load(open(out))
-            except Exception:  # noqa: BLE001
-                res = {}
+            res = _RES if _RES is not None else {"hard_fail_reasons": [], "gates": {}}
             res["grader_error"] = str(exc)[:500]
             _write(out, res)
         print(f"grader error: {exc}", file=sys.stderr)
@@ -531,4 +742,11 @@ def _main_guarded() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_main_guarded())
+    try:
+        _rc = _main_guarded()
+    except Exception:  # noqa: BLE001 - a bug on the grader side; the traceback goes to the log
+        traceback.print_exc()
+        _rc = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(_rc)  # no atexit handler, finalizer or thread of the candidate runs after the result

@@ -135,7 +135,7 @@ def main() -> int:
     correctness_ok = not any(h in hard for h in (
         "head_moved", "import_failed", "correctness_failed", "error_contract_failed",
         "patch_apply_failed")) and not any(
-        h.startswith(("out_of_scope_edit:", "forbidden_pattern:")) for h in hard)
+        h.startswith(("out_of_scope_edit:", "forbidden_pattern:", "forbidden_runtime:")) for h in hard)
 
     reward_json = {
         "schema_version": "pesflow_reward_v1",

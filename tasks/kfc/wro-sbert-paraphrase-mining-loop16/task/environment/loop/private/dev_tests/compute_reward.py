@@ -142,6 +142,11 @@ def main():
             bad_cases = [r for r in case_records if r["group"] != "error_contract" and not r["passed"]]
             if bad_cases or (died and stage in ("correctness", "cache_probe")):
                 hard.append("correctness_failed")
+        # the runtime guard: forbidden_runtime:<what>, and background_process
+        for h in harness.get("hard_fail_reasons") or []:
+            if isinstance(h, str) and h not in hard:
+                hard.append(h)
+        if harness.get("import_ok") is True:
             if not hard:
                 evaluated.add("timing_failed")
                 timing = harness.get("timing")
@@ -172,7 +177,8 @@ def main():
     for g in GATE_ORDER:
         if g == "ref_speedup_invalid" and dev:
             continue
-        failed = any(h == g or h.startswith(g + ":") for h in hard)
+        failed = any(h == g or h.startswith(g + ":") for h in hard) or (
+            g == "forbidden_pattern" and any(h.startswith("forbidden_runtime:") for h in hard))
         gates[g] = (g in evaluated) and not failed
     skipped = [g for g in gates if g not in evaluated]
 
@@ -180,7 +186,7 @@ def main():
     correctness_ok = (harness is not None and harness.get("import_ok") is True
                       and not any(h in ("import_failed", "error_contract_failed", "correctness_failed",
                                         "patch_apply_failed", "head_moved") or
-                                  h.startswith("out_of_scope_edit") or h.startswith("forbidden_pattern")
+                                  h.startswith(("out_of_scope_edit", "forbidden_pattern", "forbidden_runtime"))
                                   for h in hard))
 
     reward_obj = {
