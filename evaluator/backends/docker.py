@@ -613,6 +613,10 @@ class DockerBackend:
         # pids cgroup counted still name it, so it is the candidate's failure, not the engine's.
         strays = left_running(output) if not (timed_out or broke) else []
         reasons = [TOO_MANY_PROCESSES] if forks_refused else []
+        if timed_out and forks_refused:
+            # a fork bomb retries its refused forks until the timeout: the broken limit is the cause
+            # (the local backend stops the grading at the first refused fork and says the same)
+            timed_out, reward = False, None
         if w.oom > oom_before:
             # The container's OOM counter also counts the machine's OOM killer: a container that
             # never came near its limit was the machine's victim (the local backend's rule).
