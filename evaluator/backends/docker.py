@@ -154,7 +154,9 @@ j=0
 while [ "$j" -lt 50 ]; do
   for d in /proc/[0-9]*; do
     read -r st < "$d/stat" 2>/dev/null || continue
-    rest=${st##*) }; rest=${rest#* }; ppid=${rest%% *}; comm=${st#*(}; comm=${comm%)*}
+    rest=${st##*) }; state=${rest%% *}; rest=${rest#* }; ppid=${rest%% *}; comm=${st#*(}; comm=${comm%)*}
+    # not the sleep the kills above just ended (a zombie until the init reaps it and starts another)
+    [ "$state" = Z ] && continue
     [ "$ppid" = 1 ] && [ "$comm" = sleep ] && { echo "@@keepalive:${d#/proc/}"; j=99; break; }
   done
   j=$((j+1)); [ "$j" -lt 50 ] && sleep 0.02
