@@ -51,6 +51,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import socket
 import tarfile
 import threading
@@ -190,6 +191,7 @@ class _Warm:
     # The container's pids.events seen from this host, when the engine runs here: readable even
     # when a fork bomb leaves no pid free for an exec inside the container.
     pids_events: Path | None = None
+    init_pid: int = 0  # the container's init as this host numbers it
     peak: int | None = None  # the container's highest memory use so far, in bytes
     keep: str = ""  # pid of the init's sleep, not a stray
     gradings: int = 0
@@ -459,7 +461,8 @@ class DockerBackend:
             w.oom = _oom(out)
             w.pids_max = _pids_max(out)
             w.keep = _keepalive(out)
-            w.pids_events = host_cgroup_file(api.inspect_container(cid)["State"].get("Pid") or 0, cid, "pids", "pids.events")
+            w.init_pid = api.inspect_container(cid)["State"].get("Pid") or 0
+            w.pids_events = host_cgroup_file(w.init_pid, cid, "pids", "pids.events")
             w.pids_max = max(w.pids_max, _host_count(w.pids_events, "max"))
         except (APIError, DockerException) as e:
             self._discard(api, w)
@@ -580,7 +583,7 @@ class DockerBackend:
             deletions = self._write_candidate(api, prepared, w, request.files)
             if deletions:
                 command = f"rm -f -- {' '.join(shlex.quote(p) for p in deletions)}; {command}"
-            rc, output, timed_out, broke = self._run_grader(api, w, grader_script(command, w.keep), request)
+            rc, output, timed_out, broke, bombed = self._run_grader(api, w, grader_script(command, w.keep), request)
             (request.out_dir / "grader_output.log").write_text(output)
             self._copy_logs(api, w, request.out_dir / "logs")
             reward = None
@@ -632,7 +635,7 @@ class DockerBackend:
         report = {"limits": {"memory_mb": env.memory_mb, "cpus": env.cpus, "pids": self.config.pids_limit,
                              "timeout_sec": request.timeout, "network": "none"},
                   "container": w.name, "container_gradings": w.gradings, "oom_kills": w.oom - oom_before,
-                  "forks_refused": w.pids_max - pids_before, "strays": strays}
+                  "forks_refused": w.pids_max - pids_before, "stopped_at_first_refused_fork": bombed, "strays": strays}
         (request.out_dir / "limits.json").write_text(json.dumps(report, indent=1))
         if reasons and not timed_out:
             reward = with_reasons(reward, reasons, memory_mb=env.memory_mb, strays=strays, pids=self.config.pids_limit)
@@ -657,8 +660,9 @@ class DockerBackend:
         return deletions
 
     def _run_grader(self, api: docker.APIClient, w: _Warm, script: str,
-                    request: GradeRequest) -> tuple[int, str, bool, str | None]:
-        """(exit code, output, timed out, why the output stream broke or None)."""
+                    request: GradeRequest) -> tuple[int, str, bool, str | None, bool]:
+        """(exit code, output, timed out, why the output stream broke or None, stopped at the first
+        refused fork)."""
         ex = api.exec_create(w.id, ["/bin/sh", "-c", script], environment=request.env)
         sink = BoundedSink(self.config.max_log_bytes)
         failure: list[BaseException] = []
@@ -672,7 +676,18 @@ class DockerBackend:
 
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
-        reader.join(request.timeout)
+        deadline = time.monotonic() + request.timeout
+        forks_before = _host_count(w.pids_events, "max")
+        while reader.is_alive() and time.monotonic() < deadline:
+            # Where this host sees the container's pids cgroup, the grading is stopped at its first
+            # refused fork, as the local backend stops it: a fork bomb never ends by itself.
+            reader.join(min(0.25, max(0.0, deadline - time.monotonic())) if w.pids_events else request.timeout)
+            if w.pids_events and _host_count(w.pids_events, "max") > forks_before:
+                self._kill_from_host(w)
+                reader.join(15)
+                if reader.is_alive():
+                    raise InfraError("the grader could not be stopped at its first refused fork; the container was dropped")
+                return -1, sink.text(), False, None, True
         timed_out = reader.is_alive()
         if timed_out:
             self._exec(api, w.id, "kill -9 -1; sleep 0.2; kill -9 -1", user="0")
@@ -681,8 +696,28 @@ class DockerBackend:
                 raise InfraError("the grader could not be stopped at its timeout; the container was dropped")
         if failure and not timed_out:
             self._exec(api, w.id, "kill -9 -1; sleep 0.2; kill -9 -1", user="0")  # what the grader left, stopped
-            return -1, sink.text(), False, _short(failure[0])
-        return (137 if timed_out else _exit_code(api, ex["Id"])), sink.text(), timed_out, None
+            return -1, sink.text(), False, _short(failure[0]), False
+        return (137 if timed_out else _exit_code(api, ex["Id"])), sink.text(), timed_out, None, False
+
+    @staticmethod
+    def _kill_from_host(w: _Warm) -> None:
+        """SIGKILL every process of the container's pids cgroup but its init, from this host: with
+        no pid free, the engine cannot start an exec inside the container to do it."""
+        procs = w.pids_events.with_name("cgroup.procs") if w.pids_events else None
+        for _ in range(200):
+            try:
+                pids = [int(p) for p in procs.read_text().split()] if procs else []
+            except (OSError, ValueError):
+                return
+            others = [p for p in pids if p != w.init_pid]
+            if not others:
+                return
+            for pid in others:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.01)
 
     def _read_counters(self, api: docker.APIClient, w: _Warm) -> None:
         """The container's OOM and refused-fork counters, when the reset that reads them failed."""

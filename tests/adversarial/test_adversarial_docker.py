@@ -7,6 +7,9 @@ they are checked by family rather than by the local backend's exact names."""
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +21,8 @@ from tests.conftest import REPO, needs_root, toy_tasks_root
 from tests.test_docker_backend import docker_config, engine_url  # noqa: F401 (fixture)
 
 pytestmark = [needs_root, pytest.mark.slow]
+# podman's socket on this machine (CI's case): the engine's containers are this host's processes
+ENGINE_IS_LOCAL = os.path.exists("/run/podman/podman.sock")
 
 # attack -> reasons of which at least one must be named (or the status, for the time limit)
 DOCKER_ATTACKS = {
@@ -60,6 +65,10 @@ def test_toy_attack_on_docker(attack, docker_toy, listener):
     assert v.status in (Status.hard_fail, Status.timeout) and v.reward == 0.0, (v.status, v.message)
     named = {r.split(":")[0] for r in v.hard_fail_reasons} | ({"timeout"} if v.status == Status.timeout else set())
     assert named & DOCKER_ATTACKS[attack], (v.status, v.hard_fail_reasons)
+    if attack == "fork_bomb" and ENGINE_IS_LOCAL:
+        # this host sees the container's pids cgroup: stopped at its first refused fork, not at the timeout
+        limits = json.loads((Path(v.log_dir) / "limits.json").read_text())
+        assert limits["stopped_at_first_refused_fork"] and limits["forks_refused"] > 0, limits
     assert not listener.hits, f"{attack} reached the host's loopback: {listener.hits}"
     # the harness keeps working and the next candidate sees nothing of the attack
     assert summary(ev.evaluate("kfc/toy-sum", mode="oracle", grader="hidden")) == clean
