@@ -58,7 +58,7 @@ def run_once(tmp: Path, rounds: int, children: int, delay: float) -> Path:
 
     os.environ.setdefault("OPENAI_API_KEY", "sk-bench-0123456789abcdef")
     with ScriptedLLMServer(responder) as server:
-        cfg = load_config(sets=[f"llm.default=openai:bench-model", f"llm.base_url={server.openai_base_url}",
+        cfg = load_config(sets=["llm.default=openai:bench-model", f"llm.base_url={server.openai_base_url}",
                                 f"loop.rounds={rounds}", f"loop.children={children}", f"run.out={tmp / 'traces'}",
                                 "run.quiet=true", f"evaluator.local.cache_dir={tmp / 'cache'}",
                                 "loop.score_final_with_hidden=false", "loop.final_regrade_top=1"])

@@ -41,11 +41,11 @@ class Limits:
     gpu: bool = False  # no RLIMIT_AS fallback for GPU work
 
 
-def _own_cgroups() -> dict[str, str]:
-    """controller (or "" for v2) -> this process's cgroup path, from /proc/self/cgroup."""
+def cgroups_of(pid: int | str = "self") -> dict[str, str]:
+    """controller (or "" for v2) -> the cgroup path of a process, from /proc/<pid>/cgroup."""
     out: dict[str, str] = {}
     try:
-        text = Path("/proc/self/cgroup").read_text()
+        text = Path(f"/proc/{pid}/cgroup").read_text()
     except OSError:
         return out
     for line in text.splitlines():
@@ -62,7 +62,7 @@ def _own_cgroups() -> dict[str, str]:
 
 
 def _v1_dir(controller: str) -> Path | None:
-    own = _own_cgroups()
+    own = cgroups_of()
     base = CGROUP_ROOT / controller
     if controller not in own or not (base / "cgroup.procs").exists():
         return None
@@ -70,7 +70,7 @@ def _v1_dir(controller: str) -> Path | None:
 
 
 def _v2_dir() -> Path | None:
-    own = _own_cgroups()
+    own = cgroups_of()
     for base in (CGROUP_ROOT, CGROUP_ROOT / "unified"):
         if "" in own and (base / "cgroup.controllers").exists() and not (base / "memory" / "cgroup.procs").exists():
             return base / own[""].lstrip("/")
@@ -138,6 +138,30 @@ def _read(path: Path) -> str:
         return path.read_text()
     except OSError:
         return ""
+
+
+def cgroup_count(path: Path | None, key: str) -> int:
+    """The counter `key` of a cgroup events file (pids.events max, memory.events oom_kill); 0 when
+    the file or the key is missing."""
+    return _field(_read(path), key) if path is not None else 0
+
+
+def kill_members(group: Path, spare: tuple[int, ...] = ()) -> list[int]:
+    """SIGKILL every process of a cgroup but `spare`, until none is left (members may still be
+    forking while the first ones die). Returns the pids killed."""
+    killed: list[int] = []
+    for _ in range(50):
+        pids = [int(p) for p in _read(group / "cgroup.procs").split() if p.isdigit() and int(p) not in spare]
+        if not pids:
+            break
+        for p in pids:
+            try:
+                os.kill(p, signal.SIGKILL)
+                killed.append(p)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.02)
+    return killed
 
 
 def _field(text: str, key: str) -> int:
@@ -268,17 +292,7 @@ class Plan:
         its init) and delete them. Returns the pids that had to be killed."""
         killed: list[int] = []
         for _, d in dict.fromkeys(self.groups.values()):
-            for _ in range(50):
-                pids = [int(p) for p in _read(d / "cgroup.procs").split() if p.isdigit()]
-                if not pids:
-                    break
-                for p in pids:
-                    try:
-                        os.kill(p, signal.SIGKILL)
-                        killed.append(p)
-                    except ProcessLookupError:
-                        pass
-                time.sleep(0.02)
+            killed += kill_members(d)
             for _ in range(50):
                 try:
                     d.rmdir()

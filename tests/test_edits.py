@@ -311,7 +311,7 @@ def test_identical_result_counts_as_nothing_applied():
 
 
 def test_stray_replace_marker_and_unclosed_blocks_are_malformed():
-    r = extract_and_apply(f"toy/kernel.py\n>>>>>>> REPLACE\n", FILES)
+    r = extract_and_apply("toy/kernel.py\n>>>>>>> REPLACE\n", FILES)
     assert [f.kind for f in r.failures] == ["malformed_block"]
     r = extract_and_apply(f"toy/kernel.py\n<<<<<<< SEARCH\n{LOOP}>>>>>>> REPLACE\n", FILES)
     assert [f.kind for f in r.failures] == ["malformed_block"] and "=======" in r.failures[0].detail

@@ -51,7 +51,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import socket
 import tarfile
 import threading
@@ -74,7 +73,7 @@ from evaluator.backends.in_container import (
 )
 from evaluator.backends.local import grader_command
 from evaluator.config import DockerConfig
-from evaluator.limits import TOO_MANY_PROCESSES
+from evaluator.limits import CGROUP_ROOT, TOO_MANY_PROCESSES, cgroup_count, cgroups_of, kill_members
 from evaluator.parallel import Slot
 from evaluator.sandbox import BoundedSink
 from evaluator.task import NOT_IN_IMAGE, Task, package_hash
@@ -463,7 +462,7 @@ class DockerBackend:
             w.keep = _keepalive(out)
             w.init_pid = api.inspect_container(cid)["State"].get("Pid") or 0
             w.pids_events = host_cgroup_file(w.init_pid, cid, "pids", "pids.events")
-            w.pids_max = max(w.pids_max, _host_count(w.pids_events, "max"))
+            w.pids_max = max(w.pids_max, cgroup_count(w.pids_events, "max"))
         except (APIError, DockerException) as e:
             self._discard(api, w)
             raise InfraError(f"a new container of {prepared.state['image']} could not be inspected: {_short(e)}") from None
@@ -603,7 +602,7 @@ class DockerBackend:
             return infra(f"the grading container died while grading ({why})", rc, output)
         w.gradings += 1
         oom_before, pids_before = w.oom, w.pids_max
-        w.pids_max = max(w.pids_max, _host_count(w.pids_events, "max"))
+        w.pids_max = max(w.pids_max, cgroup_count(w.pids_events, "max"))
         try:
             self._reset(api, prepared, w)
         except (_Dirty, APIError, DockerException):
@@ -677,12 +676,12 @@ class DockerBackend:
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
         deadline = time.monotonic() + request.timeout
-        forks_before = _host_count(w.pids_events, "max")
+        forks_before = cgroup_count(w.pids_events, "max")
         while reader.is_alive() and time.monotonic() < deadline:
             # Where this host sees the container's pids cgroup, the grading is stopped at its first
             # refused fork, as the local backend stops it: a fork bomb never ends by itself.
             reader.join(min(0.25, max(0.0, deadline - time.monotonic())) if w.pids_events else request.timeout)
-            if w.pids_events and _host_count(w.pids_events, "max") > forks_before:
+            if w.pids_events and cgroup_count(w.pids_events, "max") > forks_before:
                 self._kill_from_host(w)
                 reader.join(15)
                 if reader.is_alive():
@@ -703,21 +702,8 @@ class DockerBackend:
     def _kill_from_host(w: _Warm) -> None:
         """SIGKILL every process of the container's pids cgroup but its init, from this host: with
         no pid free, the engine cannot start an exec inside the container to do it."""
-        procs = w.pids_events.with_name("cgroup.procs") if w.pids_events else None
-        for _ in range(200):
-            try:
-                pids = [int(p) for p in procs.read_text().split()] if procs else []
-            except (OSError, ValueError):
-                return
-            others = [p for p in pids if p != w.init_pid]
-            if not others:
-                return
-            for pid in others:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            time.sleep(0.01)
+        if w.pids_events is not None:
+            kill_members(w.pids_events.parent, spare=(w.init_pid,))
 
     def _read_counters(self, api: docker.APIClient, w: _Warm) -> None:
         """The container's OOM and refused-fork counters, when the reset that reads them failed."""
@@ -879,36 +865,13 @@ def host_cgroup_file(pid: int, cid: str, controller: str, name: str) -> Path | N
     """The file `name` of the container's `controller` cgroup as this host sees it, or None when
     the engine is elsewhere (the pid's cgroup path must name the container, so that a pid of
     another machine's engine that happens to exist here is never read)."""
-    try:
-        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines() if pid > 0 else []
-    except OSError:
-        return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if cid not in path:
-            continue
-        if controller in controllers.split(","):  # cgroup v1: a hierarchy per controller
-            found = Path("/sys/fs/cgroup") / controller / path.lstrip("/") / name
-        elif controllers == "":  # cgroup v2: one hierarchy
-            found = Path("/sys/fs/cgroup") / path.lstrip("/") / name
-        else:
-            continue
-        if found.is_file():
+    groups = cgroups_of(pid) if pid > 0 else {}
+    # cgroup v1 (a hierarchy per controller), then v2 (one hierarchy)
+    for found in (CGROUP_ROOT / controller / groups.get(controller, "").lstrip("/") / name,
+                  CGROUP_ROOT / groups.get("", "").lstrip("/") / name):
+        if cid in str(found) and found.is_file():
             return found
     return None
-
-
-def _host_count(events: Path | None, key: str) -> int:
-    if events is None:
-        return 0
-    try:
-        for line in events.read_text().splitlines():
-            k, _, v = line.partition(" ")
-            if k == key and v.strip().isdigit():
-                return int(v)
-    except OSError:
-        pass
-    return 0
 
 
 def _pids_max(out: str) -> int:
