@@ -15,7 +15,8 @@ class LocalConfig(_Strict):
     cache_dir: str = "~/.cache/pesflow"
     install_steps: Literal["auto", "skip", "require"] = "auto"
     step_timeout_sec: float = Field(900, gt=0)
-    hide_paths: list[str] = Field(default_factory=lambda: ["/root/.ssh", "/root/.aws", "/root/.docker", "/root/.netrc", "/home"])
+    python: str | None = None  # the stand-in interpreter; None: the one pesflow runs on
+    hide_paths: list[str] = Field(default_factory=lambda: ["/root/.ssh", "/root/.aws", "/root/.docker", "/root/.netrc"])
     passthrough_env: list[str] = Field(
         default_factory=lambda: ["PIP_*", "UV_*", "*_PROXY", "*_proxy", "SSL_CERT_*", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"]
     )
@@ -61,6 +62,7 @@ class EvaluatorConfig(_Strict):
     workers: int | None = Field(None, ge=1)
     gpu_devices: list[int] | None = None
     infra_retries: int = Field(1, ge=0)
+    writable_paths: list[str] = Field(default_factory=list)  # beyond the format's (evaluator.task.GRADING_WRITES)
     local: LocalConfig = Field(default_factory=LocalConfig)
     docker: DockerConfig = Field(default_factory=DockerConfig)
     modal: ModalConfig = Field(default_factory=ModalConfig)

@@ -20,6 +20,11 @@ BUNDLED_TASKS = Path(__file__).resolve().parent.parent / "tasks"
 TASKS_PATH_ENV = "PESFLOW_TASKS_PATH"
 # Never part of the image: the hidden grader and the reviewer's answers.
 NOT_IN_IMAGE = ("tests", "solution")
+# What a grading writes besides the source tree (and /tmp, /var/tmp, /dev/shm, /run), read off
+# the benchmark's 85 graders: its logs, HOME's caches (triton, torch, vllm), the folders the
+# format's runtime keeps (the timer, the dev bench), a build tree beside the repository
+# (cmake's /app/build) and the e2e deliverable folder. Everything else of the root is read-only.
+GRADING_WRITES = ("/logs", "/root", "/app/.timer", "/app/workspace", "/app/build", "/app/submission")
 
 
 class TaskError(Exception):
@@ -56,6 +61,7 @@ class _VerifierSection(_Section):
     task_kind: str | None = None
     timing_metric: str | None = None
     candidate_source_root: str = "/app/repo"
+    submission_root: str | None = None  # e2e packages: where the scored deliverable lives (writable)
     primary_edit_paths: list[str] = Field(default_factory=list)
     forbidden_edit_paths: list[str] = Field(default_factory=list)
     result_paths: list[str] = Field(default_factory=lambda: ["/logs/verifier/reward.json"])
@@ -114,6 +120,12 @@ class Task(BaseModel):
     @property
     def source_root(self) -> str:
         return self.toml.verifier.candidate_source_root.rstrip("/") or "/app/repo"
+
+    def writable_paths(self, extra: list[str] = ()) -> list[str]:  # type: ignore[assignment]
+        """The paths a grading may write: the source tree, an e2e package's submission root, the
+        format's GRADING_WRITES, and `extra` (evaluator.writable_paths)."""
+        sub = [self.toml.verifier.submission_root] if self.toml.verifier.submission_root else []
+        return list(dict.fromkeys([self.source_root, *sub, *GRADING_WRITES, *extra]))
 
     @property
     def dockerfile(self) -> Path:

@@ -44,6 +44,7 @@ class GradeRun:
     output: str
     grader_seconds: float | None = None  # the grader's own run time, measured inside the sandbox
     infra_error: str | None = None
+    notes: list[str] = field(default_factory=list)  # remarks for the verdict's message (a backend's, e.g. the GPU used)
 
 
 class Backend(Protocol):

@@ -1,114 +1,102 @@
 """The local backend: a task's image reproduced on the host's own software, no container engine.
 
-Prepare (once per package content): the Dockerfile is replayed into an overlay upper layer
-over the host's /: COPY/ADD/WORKDIR are written into the layer from here, RUN steps run
-chrooted into the mounted overlay (heredocs included). Steps that install packages run when
-the network allows and are skipped with a warning when they fail; venvs are made with the
-host's site-packages visible so the host's python, numpy and torch stand in for the image's.
-
-Grade (per candidate): in fresh mount+pid+net namespaces, the prepared layer is mounted
-read-only over / and a throwaway layer over that; the candidate's files are written into the
-throwaway layer, tests/ is bound read-only at /tests only for the hidden grader, the grader
-runs chrooted with the network off, and its /logs are copied out. Reset = a new throwaway
-layer, so nothing one candidate leaves can reach the next.
+Prepare (once per package content): the Dockerfile is replayed into the package's image layer
+(evaluator/backends/local_build.py). Grade (per candidate): in fresh mount, pid, net, UTS and
+IPC namespaces, the sandbox's root is laid out from an allowlist (evaluator/backends/local_root.py):
+the image layer over the host's system folders and the stand-in python, read-only, with only
+the writable paths (the source tree, /logs, HOME, ...) and the scratch folders on a throwaway,
+size-capped scratch; the candidate's files go into the source tree's throwaway layer; tests/ is
+bound read-only at /tests only for the hidden grader; the grader runs chrooted without the
+capabilities that would undo any of it, with the network off; its /logs are copied out.
+Reset = a new scratch, so nothing one candidate leaves can reach the next.
 """
 
 from __future__ import annotations
 
 import fcntl
-import fnmatch
 import hashlib
 import json
 import os
 import re
 import shutil
-import site
+import signal
 import stat
 import sys
-import tarfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from evaluator import dockerfile, sandbox
+from evaluator import sandbox
 from evaluator.backends.base import GradeRequest, GradeRun, InfraError, Prepared
+from evaluator.backends.local_build import READY, Build, last_line
+from evaluator.backends.local_root import Layout, RootError, RootPlan, bind_lines, make_identity, make_skeleton, script
+from evaluator.backends.standin import StandIn, StandInError, discover, stand_in_fault
 from evaluator.config import LocalConfig
 from evaluator.hardware import gpu_mounts
-from evaluator.limits import DISK_QUOTA, HOST_OUT_OF_MEMORY, Limits
-from evaluator.task import NOT_IN_IMAGE, BUNDLED_TASKS, Task, package_hash
+from evaluator.limits import DISK_QUOTA, HOST_OUT_OF_MEMORY, Limits, pid_alive, sweep_leftovers
+from evaluator.task import BUNDLED_TASKS, NOT_IN_IMAGE, Task, package_hash
 from evaluator.verdict import read_reward_file
 
-BACKEND_VERSION = "local-5"  # bump to invalidate prepared layers when the replay changes
-BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-READY = "@@pesflow:ready"
-_INSTALL = re.compile(
-    r"\b(apt-get|apt|apk|yum|dnf|microdnf|conda|mamba|micromamba|npm)\s+(-\S+\s+)*(update|install|upgrade|add)\b"
-    r"|\bpip[0-9.]*\s+(-\S+\s+)*install\b|-m\s+pip\s+install\b|\buv\s+pip\s+install\b|\b(curl|wget)\s"
-)
-_VENV = re.compile(r"(-m\s+venv)(?![^\n;&|]*--system-site-packages)")
-
-
+BACKEND_VERSION = "local-7"  # bump to invalidate prepared layers when the replay or the root changes
 PESFLOW_TREE = BUNDLED_TASKS.parent
-_NEVER_HIDE = {"/", "/usr", "/etc", "/bin", "/lib", "/lib64", "/sbin", "/var", "/opt", "/root", "/proc", "/dev", "/sys"}
-
-
-def hidden_paths(paths: list[Path], keep: list[Path], depth: int = 4) -> list[str]:
-    """The folders to cover, keeping every `keep` path (the host's python) reachable: a folder
-    that holds one is not covered itself, its other children are (down to `depth` levels)."""
-    out: list[str] = []
-
-    def visit(p: Path, level: int) -> None:
-        if str(p) in _NEVER_HIDE or str(p) in out or not p.is_dir():
-            return
-        if not any(k == p or p in k.parents for k in keep):
-            out.append(str(p))
-        elif level < depth:
-            for child in sorted(p.iterdir()):
-                if child.is_dir() and not child.is_symlink():
-                    visit(child, level + 1)
-
-    for p in paths:
-        visit(Path(os.path.abspath(p)), 0)
-    return out
-
-
-def is_install_step(script: str) -> bool:
-    return bool(_INSTALL.search(script))
-
-
-def host_python() -> Path:
-    """The interpreter pesflow runs on, as invoked: when it is a venv's python (torch in a venv on
-    GPU machines), the venv is what stands in for the image's python, not its base interpreter."""
-    return Path(os.path.abspath(sys.executable))
-
-
-def host_site_packages() -> list[str]:
-    return [p for p in site.getsitepackages() if Path(p).is_dir()]
+EROFS = "Read-only file system"
 
 
 class LocalBackend:
     name = "local"
 
-    def __init__(self, config: LocalConfig | None = None, cache_dir: Path | None = None, extra_hidden: list[Path] = ()):
+    def __init__(self, config: LocalConfig | None = None, cache_dir: Path | None = None, extra_hidden: list[Path] = (),  # type: ignore[assignment]
+                 writable: list[str] = ()):  # type: ignore[assignment]
         self.config = config or LocalConfig()
+        self.writable = list(writable)  # evaluator.writable_paths
         self.cache = Path(cache_dir or self.config.cache_dir).expanduser().resolve() / "local"
-        self.extra_hidden = [Path(p).resolve() for p in extra_hidden]
+        # Never shown to a candidate, even when the stand-in python's paths would hold them.
+        self.private = [PESFLOW_TREE, self.cache.parent, *(Path(p).resolve() for p in extra_hidden)]
+        self._swept = False
 
     # ---------------------------------------------------------------- helpers
-    def _hidden(self, task: Task) -> list[str]:
-        """Host paths a candidate must not see: pesflow's own tree (its tasks, tests, answers),
-        the task packages, the cache, the runs, and the configured private folders."""
-        paths = [self.cache.parent, PESFLOW_TREE, task.root.parent.parent, task.root, *self.extra_hidden]
-        paths += [Path(p) for p in self.config.hide_paths]
-        keep = [host_python().parent, *map(Path, host_site_packages())]
-        return hidden_paths(paths, keep)
+    def stand_in(self) -> StandIn:
+        python = self.config.python or os.path.abspath(sys.executable)
+        try:
+            return discover(python, tuple(str(p) for p in self.private))
+        except StandInError as e:
+            raise InfraError(str(e)) from None
+
+    def layout(self, task: Task | None, home: str = "/root") -> Layout:
+        """The root's areas; with a task, also what its gradings may write."""
+        writable = task.writable_paths([home, *self.writable]) if task is not None else []
+        return Layout.make(self.stand_in(), writable)
 
     def _key(self, task: Task) -> str:
         h = hashlib.sha256()
         h.update(package_hash(task.root, exclude_top=NOT_IN_IMAGE).encode())
-        h.update(f"{BACKEND_VERSION} {host_python()} {self.config.install_steps}".encode())
+        h.update(f"{BACKEND_VERSION} {self.stand_in().python} {self.config.install_steps}".encode())
         return h.hexdigest()[:20]
+
+    def _identity(self) -> Path:
+        return make_identity(self.cache / "identity")
+
+    def sweep(self) -> str | None:
+        """Remove what a killed pesflow left (grading folders, their processes, cgroups); one line
+        saying so, or None when there was nothing."""
+        folders = procs = 0
+        for owner in self.cache.glob("*/runs/*/owner"):
+            try:
+                pid = int(owner.read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+            if pid_alive(pid):
+                continue
+            run_dir = owner.parent
+            procs += _kill_rooted_in(run_dir)
+            shutil.rmtree(run_dir, ignore_errors=True)
+            folders += 1
+        groups = sweep_leftovers()
+        if not (folders or groups or procs):
+            return None
+        return (f"pesflow: removed what an interrupted grading left behind: {folders} sandbox folder(s), "
+                f"{groups} cgroup(s), {procs} process(es)")
 
     # ---------------------------------------------------------------- prepare
     def prepare(self, task: Task) -> Prepared:
@@ -116,6 +104,11 @@ class LocalBackend:
             sandbox.check_available()
         except sandbox.SandboxUnavailable as e:
             raise InfraError(str(e)) from None
+        if not self._swept:
+            self._swept = True
+            note = self.sweep()
+            if note:
+                print(note, file=sys.stderr)
         key = self._key(task)
         home = self.cache / key
         self.cache.mkdir(parents=True, exist_ok=True)
@@ -130,10 +123,10 @@ class LocalBackend:
             for d in ("upper", "work", "root"):
                 (home / d).mkdir(parents=True)
             try:
-                meta = _Build(self, task, home).run()
-            except InfraError:
+                meta = Build(task, home, self.config, self.stand_in(), self.layout(None), self._identity(), BACKEND_VERSION).run()
+            except (InfraError, RootError) as e:
                 shutil.rmtree(home / "upper", ignore_errors=True)
-                raise
+                raise InfraError(str(e)) from None
             meta["seconds"] = round(time.monotonic() - start, 3)
             meta["key"] = key
             tmp = home / "meta.json.tmp"
@@ -164,39 +157,44 @@ class LocalBackend:
         task, meta = prepared.task, prepared.state
         home = self.cache / prepared.key
         run_dir = home / "runs" / uuid.uuid4().hex[:12]
-        for d in ("pwork", "base", "seed", "scratch", "root", "out"):
+        for d in ("seed", "scratch", "root", "out"):
             (run_dir / d).mkdir(parents=True)
+        (run_dir / "owner").write_text(f"{os.getpid()}\n")  # a later pesflow removes this if we are killed
         limits, scratch_mb = self.limits_for(task)
         scratch = run_dir / "scratch"
         try:
             _write_files(run_dir / "seed", task.source_root, request.files, home / "upper")
+            env = {**meta["env"], "HOME": "/root", **request.env}
             binds: list[tuple[Path, str]] = [(Path(m), m) for m in gpu_mounts()] if task.gpus else []
             if request.grader == "hidden":
                 binds.append((task.tests_dir, "/tests"))
             for name, host in request.reviewer_files.items():
                 binds.append((host, f"/.pesflow-reviewer/{name}"))
+            try:
+                plan = RootPlan(layout=self.layout(task, env["HOME"]), image=home / "upper", skeleton=run_dir / "skel",
+                                identity=self._identity(), root=run_dir / "root")
+                make_skeleton(plan.skeleton, plan.layout, binds)
+                root_lines = plan.grading_lines(scratch, _gpu_devices() if task.gpus else [])
+            except RootError as e:
+                return GradeRun(None, -1, False, 0.0, "", infra_error=str(e))
             command, results = grader_command(request.grader, meta)
-            env = {**meta["env"], "HOME": "/root", **request.env}
             # Everything the grader writes lives on the scratch: copied out before it goes.
             copy = [(scratch / "upper/logs", run_dir / "out/logs")]
             copy += [(scratch / "upper" / r.lstrip("/"), run_dir / "out" / r.lstrip("/")) for r in results if not r.startswith("/logs/")]
-            script = (
-                f"mount -t overlay overlay -o {sandbox.q(f'ro,lowerdir=/,upperdir={home}/upper,workdir={run_dir}/pwork')} "
-                f"{sandbox.q(run_dir / 'base')}\n"
-                + sandbox.scratch_script(scratch, scratch_mb, run_dir / "seed")
-                + sandbox.mount_root_script(
-                    lower=run_dir / "base", upper=scratch / "upper", work=scratch / "work", root=run_dir / "root",
-                    hide=self._hidden(task), binds_ro=binds, scratch=scratch, devices=_gpu_devices() if task.gpus else [])
+            body = (
+                sandbox.scratch_script(scratch, scratch_mb, run_dir / "seed")
+                + script(root_lines + bind_lines(run_dir / "root", binds, self.config.hide_paths))
+                + "echo pesflow > /proc/sys/kernel/hostname\n"
                 + f"echo {READY}\n"
                 + sandbox.supervised_command(
                     sandbox.chroot_command(run_dir / "root", env, meta["workdir"], command, ["/bin/bash", "-c"],
                                            caps=sandbox.GRADER_CAPS),
-                    proc=run_dir / "root/proc", status=run_dir / "status", python=str(host_python()), copy_out=copy,
+                    proc=run_dir / "root/proc", status=run_dir / "status", python=self.stand_in().python, copy_out=copy,
                     max_file_bytes=self.config.max_log_bytes, max_total_bytes=16 * self.config.max_log_bytes,
-                    scratch=scratch if scratch_mb else None)
+                    scratch=scratch if scratch_mb else None, results=[scratch / "upper" / r.lstrip("/") for r in results])
             )
             try:
-                res = sandbox.run(script, network=False, timeout=request.timeout, max_output=self.config.max_log_bytes,
+                res = sandbox.run(body, network=False, timeout=request.timeout, max_output=self.config.max_log_bytes,
                                   limits=limits, watch=_scratch_watch(scratch, scratch_mb), grace=STOP_GRACE_SEC,
                                   max_output_total=self.config.max_output_mb << 20)
             except sandbox.SandboxUnavailable as e:
@@ -204,7 +202,7 @@ class LocalBackend:
             status = sandbox.read_status(run_dir / "status")
             if READY not in res.output and not res.killed:
                 return GradeRun(None, res.returncode, False, res.seconds, res.output,
-                                infra_error=f"sandbox setup failed: {_last_line(res.output)}")
+                                infra_error=f"sandbox setup failed: {last_line(res.output)}")
             if res.killed == HOST_OUT_OF_MEMORY:
                 peak = res.usage.get("memory_peak_bytes") or 0
                 return GradeRun(None, res.returncode, False, res.seconds, res.output,
@@ -224,18 +222,27 @@ class LocalBackend:
                                  "output_mb": self.config.max_output_mb, "timeout_sec": request.timeout},
                       "killed": res.killed, "breach": breach, "strays": strays, "usage": res.usage,
                       "signalled": status.get("signalled") or ("USR1" if status.get("stopped") and not res.killed else None),
-                      "scratch_used_bytes": _int(status.get("scratch_used")), "warnings": res.warnings}
+                      "scratch_used_bytes": _int(status.get("scratch_used")), "warnings": res.warnings,
+                      "writable": plan.layout.writable, "host_areas": plan.layout.areas}
             (request.out_dir / "limits.json").write_text(json.dumps(report, indent=1))
+            logs_text = _logs_text(request.out_dir / "logs")
+            notes = _read_only_notes(res.output + logs_text, plan.layout.writable)
             if res.killed != "timeout":
                 reasons = [breach] if breach else []
                 if strays and self.config.stray_processes == "fail":
                     reasons.append(BACKGROUND_PROCESS)
                 if status.get("signalled") or (status.get("stopped") and not res.killed):
                     reasons.append(SANDBOX_TAMPERING)  # the init was signalled from inside
+                if status.get("forged"):
+                    reasons.append(RESULT_FORGED)  # a result file changed after the grader had returned
                 if reasons:
                     reward = _limit_verdict(reward, reasons, res, strays, scratch_mb, limits)
+                elif _failed(reward):
+                    fault = stand_in_fault(res.output + logs_text, self.stand_in().python, task.root)
+                    if fault:
+                        return GradeRun(None, res.returncode, False, res.seconds, res.output, infra_error=fault)
             return GradeRun(reward, res.returncode, res.killed == "timeout", res.seconds, res.output,
-                            grader_seconds=_grader_seconds(status))
+                            grader_seconds=_grader_seconds(status), notes=notes)
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
 
@@ -246,6 +253,7 @@ class LocalBackend:
 STOP_GRACE_SEC = 10.0  # a stopped grading's init gets this long to kill the rest and copy its logs out
 BACKGROUND_PROCESS = "background_process"
 SANDBOX_TAMPERING = "sandbox_tampering"
+RESULT_FORGED = "result_forged_after_grader"
 _DETAIL = {
     "out_of_memory": "the grading went past its memory limit ({memory} MiB) and the kernel killed it",
     "too_many_processes": "the grading tried to run more than {pids} processes and threads at once",
@@ -253,6 +261,7 @@ _DETAIL = {
     "output_limit": "the grading printed more than {output} MiB",
     BACKGROUND_PROCESS: "processes it started outlived the grader: {strays}",
     SANDBOX_TAMPERING: "something in the grading signalled the sandbox's init",
+    RESULT_FORGED: "a result file was written after the grader had returned",
 }
 
 
@@ -322,11 +331,6 @@ def _grader_seconds(status: dict[str, str]) -> float | None:
         return None
 
 
-def _last_line(text: str) -> str:
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    return lines[-1][:300] if lines else "no output"
-
-
 def grader_command(grader: str, meta: dict[str, Any]) -> tuple[str, list[str]]:
     """The command for a grader, and where its verdict lands (first existing wins)."""
     if grader == "hidden":
@@ -369,238 +373,50 @@ def _copy_logs(src: Path, dest: Path, limit: int) -> int:
     return n
 
 
-class _Build:
-    """One replay of a Dockerfile into a prepared layer."""
-
-    def __init__(self, backend: LocalBackend, task: Task, home: Path):
-        self.b, self.task, self.home = backend, task, home
-        self.upper = home / "upper"
-        self.log = open(home / "build.log", "w")
-        self.warnings: list[str] = []
-        self.env: dict[str, str] = {"PATH": f"{host_python().parent}:{BASE_PATH}", "LANG": "C.UTF-8"}
-        self.args: dict[str, str] = {}
-        self.workdir = "/"
-        self.shell = ["/bin/sh", "-c"]
-        self.ignore = _dockerignore(task.root)
-
-    def warn(self, msg: str) -> None:
-        self.warnings.append(msg)
-        self.log.write(f"WARNING: {msg}\n")
-
-    def run(self) -> dict[str, Any]:
-        df = self.task.dockerfile
-        try:
-            steps = dockerfile.parse(df.read_text(), df)
-        except dockerfile.DockerfileError as e:
-            raise InfraError(str(e)) from None
-        if sum(1 for s in steps if s.kind == "FROM") > 1:
-            raise InfraError(f"{df}: multi-stage Dockerfiles are not replayed by the local backend; use --backend docker")
-        deadline = time.monotonic() + self.task.toml.environment.build_timeout_sec
-        self._link_python()
-        try:
-            for n, step in enumerate(steps):
-                self.log.write(f"--- step {n} line {step.line}: {step.kind} {step.text[:200]}\n")
-                self.log.flush()
-                self._step(n, step, deadline)
-        finally:
-            self.log.close()
-            shutil.rmtree(self.upper / ".pesflow-build", ignore_errors=True)
-        self._expose_host_site_packages()
-        return {
-            "env": self.env, "workdir": self.workdir, "shell": self.shell, "warnings": self.warnings,
-            "dev_engine": self._dev_engine(), "python": str(host_python()), "backend": BACKEND_VERSION,
-            "task": self.task.name,
-        }
-
-    # each instruction ------------------------------------------------------
-    def _step(self, n: int, step: dockerfile.Instruction, deadline: float) -> None:
-        scope = {**self.args, **self.env}
-        if step.kind == "FROM":
-            image = dockerfile.expand(step.text.split()[0], scope)
-            if "cuda" in image:
-                self.env["PATH"] = f"{self.env['PATH']}:/usr/local/cuda/bin:/usr/local/nvidia/bin"
-            self.log.write(f"base image {image}: the host's own software stands in\n")
-        elif step.kind == "ARG":
-            for k, v in dockerfile.parse_key_values(step.text, scope):
-                self.args[k] = v if "=" in step.text else self.args.get(k, "")
-        elif step.kind == "ENV":
-            for k, v in dockerfile.parse_key_values(step.text, scope):
-                self.env[k] = v
-        elif step.kind == "WORKDIR":
-            wd = dockerfile.expand(step.text.strip(), scope)
-            self.workdir = wd if wd.startswith("/") else os.path.join(self.workdir, wd)
-            _unwhiteout(self.upper, self.workdir)
-            (self.upper / self.workdir.lstrip("/")).mkdir(parents=True, exist_ok=True)
-        elif step.kind == "SHELL":
-            self.shell = step.json_args() or self.shell
-        elif step.kind in ("COPY", "ADD"):
-            self._copy(step, scope)
-        elif step.kind == "RUN":
-            self._run(n, step, deadline)
-        elif step.kind == "USER" and step.text.strip() not in ("root", "0"):
-            self.warn(f"USER {step.text.strip()} ignored: the local backend grades as root")
-
-    def _copy(self, step: dockerfile.Instruction, scope: dict[str, str]) -> None:
-        if "from" in step.flags:
-            raise InfraError(f"{self.task.dockerfile}:{step.line}: COPY --from is not replayed by the local backend; use --backend docker")
-        args = step.json_args() or step.text.split()
-        args = [dockerfile.expand(a, scope) for a in args]
-        if step.heredocs:  # COPY <<EOF /path: the body is the file
-            dest = self._dest(args[-1])
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_text(step.heredocs[0][1])
-            return
-        srcs, dest_s = args[:-1], args[-1]
-        dest_is_dir = dest_s.endswith("/") or len(srcs) > 1
-        mode = int(step.flags["chmod"], 8) if step.flags.get("chmod") else None
-        for pattern in srcs:
-            if re.match(r"https?://", pattern):
-                self.warn(f"ADD {pattern} skipped: no remote downloads while replaying")
-                continue
-            matches = sorted(self.task.root.glob(pattern.lstrip("/"))) if any(c in pattern for c in "*?[") else [self.task.root / pattern.lstrip("/")]
-            matches = [m for m in matches if m.exists() and not self._ignored(m)]
-            if not matches:
-                raise InfraError(f"{self.task.dockerfile}:{step.line}: {step.kind} source {pattern!r} not found in the package; add it or fix the Dockerfile")
-            for src in matches:
-                if src.is_dir():
-                    self._copy_tree(src, self._dest(dest_s), mode)
-                elif step.kind == "ADD" and tarfile.is_tarfile(src):
-                    target = self._dest(dest_s)
-                    target.mkdir(parents=True, exist_ok=True)
-                    with tarfile.open(src) as tf:
-                        tf.extractall(target, filter="data")
-                else:
-                    target = self._dest(dest_s) / src.name if dest_is_dir else self._dest(dest_s)
-                    self._copy_file(src, target, mode)
-
-    def _dest(self, d: str) -> Path:
-        path = d if d.startswith("/") else os.path.join(self.workdir, d)
-        _unwhiteout(self.upper, path)
-        return self.upper / path.lstrip("/")
-
-    def _ignored(self, p: Path) -> bool:
-        rel = p.relative_to(self.task.root).as_posix()
-        ignored = False
-        for neg, pat in self.ignore:
-            if fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(rel, pat + "/*") or rel.startswith(pat.rstrip("/") + "/"):
-                ignored = not neg
-        return ignored
-
-    def _copy_tree(self, src: Path, dest: Path, mode: int | None) -> None:
-        for p in sorted(src.rglob("*")):
-            if self._ignored(p):
-                continue
-            target = dest / p.relative_to(src)
-            if p.is_symlink():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                if target.exists() or target.is_symlink():
-                    target.unlink()
-                target.symlink_to(os.readlink(p))
-            elif p.is_dir():
-                target.mkdir(parents=True, exist_ok=True)
-            else:
-                self._copy_file(p, target, mode)
-        dest.mkdir(parents=True, exist_ok=True)
-
-    @staticmethod
-    def _copy_file(src: Path, target: Path, mode: int | None) -> None:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if target.is_dir() and not target.is_symlink():
-            target = target / src.name
-        if target.exists() or target.is_symlink():
-            target.unlink()
-        shutil.copyfile(src, target)
-        target.chmod(mode if mode is not None else (src.stat().st_mode & 0o7777))
-
-    def _run(self, n: int, step: dockerfile.Instruction, deadline: float) -> None:
-        script = step.shell_script()
-        install = is_install_step(script)
-        if install and self.b.config.install_steps == "skip":
-            self.warn(f"line {step.line}: package install step skipped (install_steps=skip): {step.text[:120]}")
-            return
-        script = _VENV.sub(r"\1 --system-site-packages", script)
-        build_dir = self.upper / ".pesflow-build"
-        build_dir.mkdir(exist_ok=True)
-        (build_dir / f"step-{n}.sh").write_text(script)
-        env = {**self.args, **self.env, "HOME": "/root"}
-        env.update({k: v for k, v in os.environ.items() if any(fnmatch.fnmatch(k, p) for p in self.b.config.passthrough_env)})
-        root = self.home / "root"
-        mount = sandbox.mount_root_script(
-            lower="/", upper=self.upper, work=self.home / "work", root=root, hide=self.b._hidden(self.task)
-        )
-        shell = " ".join(sandbox.q(s) for s in self.shell[:-1]) if self.shell[-1] == "-c" else None
-        cmd = f". /.pesflow-build/step-{n}.sh" if shell is None else f"{shell} /.pesflow-build/step-{n}.sh"
-        body = mount + f"echo {READY}\nset +e\nexec {sandbox.chroot_command(root, env, self.workdir, cmd)}\n"
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise InfraError(f"{self.task.dockerfile}: build took longer than build_timeout_sec")
-        # Build steps keep the host's network, as `docker build` does: package installs need it.
-        res = sandbox.run(body, network=True, timeout=min(remaining, self.b.config.step_timeout_sec))
-        self.log.write(res.output + f"\n[exit {res.returncode}{' timeout' if res.timed_out else ''} in {res.seconds:.1f}s]\n")
-        if READY not in res.output:
-            raise InfraError(f"sandbox setup failed while preparing {self.task.name}: {_last_line(res.output)}")
-        if res.returncode != 0 or res.timed_out:
-            what = "timed out" if res.timed_out else f"exited {res.returncode}"
-            if install and self.b.config.install_steps != "require":
-                self.warn(f"line {step.line}: package install step {what}; the host's software stands in: {_last_line(res.output)}")
-                return
-            raise InfraError(
-                f"{self.task.dockerfile}:{step.line}: RUN {what}: {_last_line(res.output)} (full log: {self.home / 'build.log'})"
-            )
-
-    # after the replay --------------------------------------------------------
-    def _link_python(self) -> None:
-        """python3 where the python:3.11 images keep it, pointing at the host's interpreter."""
-        bin_dir = self.upper / "usr/local/bin"
-        bin_dir.mkdir(parents=True, exist_ok=True)
-        # Dockerfiles name versioned interpreters (python3.11 on the CUDA images): any 3.x the
-        # host lacks is the host's own python, standing in like the rest of its software.
-        versions = [f"python3.{m}" for m in range(8, 15)]
-        for name in ("python3", "python", *versions):
-            if not Path("/usr/local/bin", name).exists() and not Path("/usr/bin", name).exists():
-                # A wrapper, not a symlink: a symlink to a venv's python loses the venv.
-                (bin_dir / name).write_text(f'#!/bin/sh\nexec {host_python()} "$@"\n')
-                (bin_dir / name).chmod(0o755)
-
-    def _expose_host_site_packages(self) -> None:
-        """Every venv the Dockerfile made also sees the host's site-packages (after its own)."""
-        sites = host_site_packages()
-        for cfg in self.upper.glob("**/pyvenv.cfg"):
-            if len(cfg.relative_to(self.upper).parts) > 6:
-                continue
-            for sp in cfg.parent.glob("lib/python*/site-packages"):
-                (sp / "pesflow-host-site.pth").write_text("\n".join(sites) + "\n")
-
-    def _dev_engine(self) -> str | None:
-        loop = self.upper / "opt/loop"
-        if (loop / "score_engine.sh").is_file():
-            return "score_engine"
-        for rel in ("private/dev_tests/test.sh", "private/tests/test.sh"):
-            if (loop / rel).is_file():
-                return f"/opt/loop/{rel}"
-        return None
 
 
-def _dockerignore(root: Path) -> list[tuple[bool, str]]:
-    f = root / ".dockerignore"
-    out: list[tuple[bool, str]] = []
-    if f.is_file():
-        for line in f.read_text().splitlines():
-            line = line.strip()
-            if line and not line.startswith("#"):
-                neg = line.startswith("!")
-                out.append((neg, line.lstrip("!").strip("/").replace("**/", "")))
-    return out
+def _failed(reward: dict[str, Any] | None) -> bool:
+    """No verdict, or one with hard fails: worth asking whether the stand-in was to blame."""
+    if reward is None:
+        return True
+    hard = reward.get("hard_fail_reasons") or reward.get("hard_fails")
+    return bool(hard)
 
 
-def _unwhiteout(upper: Path, path: str) -> None:
-    """A path that an earlier step deleted (overlay whiteout) is made writable again."""
-    cur = upper
-    for part in Path(path.lstrip("/")).parts:
-        cur = cur / part
-        try:
-            st = cur.lstat()
-        except FileNotFoundError:
+def _logs_text(logs: Path, limit: int = 4 << 20) -> str:
+    out, n = [], 0
+    for p in sorted(logs.rglob("*")) if logs.is_dir() else []:
+        if p.is_file() and not p.is_symlink() and n < limit:
+            t = p.read_text(errors="replace")[: limit - n]
+            out.append(t)
+            n += len(t)
+    return "\n".join(out)
+
+
+_EROFS_PATH = re.compile(r"(/[^\s'\":]+)['\"]?: " + EROFS + r"|" + EROFS + r": ['\"]?(/[^\s'\"]+)")
+
+
+def _read_only_notes(output: str, writable: list[str]) -> list[str]:
+    """A grading that tried to write on the read-only root is named, with where it tried: a grader
+    that needs to write there needs evaluator.writable_paths (the root stays read-only)."""
+    if EROFS not in output:
+        return []
+    paths = [m.group(1) or m.group(2) for m in _EROFS_PATH.finditer(output)]
+    where = ", ".join(dict.fromkeys(paths[:5])) or "a path outside the writable ones"
+    return [f"read_only_root: the grading tried to write {where} on the read-only root (writable: {', '.join(writable)}, "
+            "/tmp, /var/tmp, /dev/shm, /run); a grader that must write there needs evaluator.writable_paths"]
+
+
+def _kill_rooted_in(folder: Path) -> int:
+    """Kill processes whose root is inside `folder` (a sandbox left running by a killed pesflow)."""
+    n = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
             continue
-        if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
-            cur.unlink()
+        try:
+            if os.readlink(f"/proc/{entry.name}/root").startswith(str(folder)):
+                os.kill(int(entry.name), signal.SIGKILL)
+                n += 1
+        except OSError:
+            continue
+    return n

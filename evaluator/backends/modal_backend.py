@@ -31,7 +31,6 @@ import shutil
 import tarfile
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,11 +51,6 @@ BACKEND_VERSION = "modal-1"
 REVIEWER = "/.pesflow-reviewer"
 DEV_ENGINES = ("/opt/loop/score_engine.sh", "/opt/loop/private/dev_tests/test.sh", "/opt/loop/private/tests/test.sh")
 REFERENCE_TIMEOUT_SEC = 3600
-
-
-@dataclass
-class ModalRun(GradeRun):
-    notes: list[str] = field(default_factory=list)  # for the verdict's message: the GPU used, anchor caveats
 
 
 def _short(e: BaseException) -> str:
@@ -212,7 +206,7 @@ class ModalBackend:
         strays = left_running(output) if not timed_out else []
         if strays and reward is not None:
             reward = with_reasons(reward, [BACKGROUND_PROCESS], memory_mb=task.toml.environment.memory_mb, strays=strays)
-        return ModalRun(reward, rc, timed_out, time.monotonic() - start, output, grader_seconds=grader_seconds(output),
+        return GradeRun(reward, rc, timed_out, time.monotonic() - start, output, grader_seconds=grader_seconds(output),
                         notes=hardware_notes(task, settings["gpu"], gpu_name))
 
     def _write_candidate(self, sb: Any, root: str, files: dict[str, str | None]) -> list[str]:
