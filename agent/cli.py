@@ -266,6 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     from agent.run_store import RunDirError
     from evaluator.calibrate import CalibrationError
 
+    from evaluator.sandbox import Interrupted
+
     args = build_parser().parse_args(argv)
     console = Console(stderr=False)
     try:
@@ -274,8 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, TaskError, CandidateError, CalibrationError, RunDirError, ValueError) as e:
         print(f"pesflow {args.command}: {e}", file=sys.stderr)  # one line, never wrapped
         return 2
-    except KeyboardInterrupt:
-        print("pesflow: interrupted", file=sys.stderr)
+    except (KeyboardInterrupt, Interrupted):
+        print("pesflow: interrupted; every grading it started was stopped", file=sys.stderr)
         return 130
     except BrokenPipeError:
         # `pesflow tasks | head`: the reader left; end quietly (no SIGPIPE handler is installed,
@@ -284,5 +286,23 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
+def _on_signal(signum: int, frame: object) -> None:
+    """SIGTERM, SIGINT, SIGHUP: every live sandbox is killed now (not when its grading would end),
+    then the command unwinds as on Ctrl-C, closing its backends and keeping the run resumable."""
+    from evaluator import sandbox
+
+    sandbox.stop_all()
+    raise KeyboardInterrupt
+
+
+def entry() -> int:
+    """The `pesflow` program (main() without the signal handlers also runs inside other programs)."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, _on_signal)
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

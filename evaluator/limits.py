@@ -189,7 +189,7 @@ class Plan:
     def make(cls, limits: Limits) -> "Plan":
         plan = cls(limits)
         support = detect()
-        tag = f"pesflow-{uuid.uuid4().hex[:12]}"
+        tag = f"pesflow-{os.getpid()}-{uuid.uuid4().hex[:12]}"  # the owner's pid: a sweep can tell a dead one's
         if limits.memory_mb:
             if support.memory is not None:
                 plan._group("memory", support.memory, tag)
@@ -309,18 +309,42 @@ class LimitError(Exception):
     """The limits could not be applied: a machine-level problem (infra_error)."""
 
 
-def _sweep(parent: Path) -> None:
-    """Groups left by a killed pesflow: removed when empty (rmdir refuses otherwise) and a
-    minute old (a group another grading just made is empty until its shell joins it)."""
+def _sweep(parent: Path) -> int:
+    """Groups left by a killed pesflow, removed: those whose owner (the pid in the name) is gone,
+    their members killed first, and empty ones a minute old (a group another grading just made
+    is empty until its shell joins it). Returns how many were removed."""
+    removed = 0
     try:
         for d in parent.glob("pesflow-*"):
             try:
-                if d.is_dir() and time.time() - d.stat().st_mtime > 60 and not _read(d / "cgroup.procs").split():
+                parts = d.name.split("-")
+                owner = int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
+                dead = owner is not None and not pid_alive(owner)
+                if dead:
+                    kill_members(d)
+                if d.is_dir() and (dead or (time.time() - d.stat().st_mtime > 60 and not _read(d / "cgroup.procs").split())):
                     d.rmdir()
+                    removed += 1
             except OSError:
                 pass
     except OSError:
         pass
+    return removed
+
+
+def sweep_leftovers() -> int:
+    """Every group a killed pesflow left, on each controller this machine lets pesflow use."""
+    support = detect()
+    return sum(_sweep(where[1]) for where in dict.fromkeys(w for w in (support.memory, support.pids) if w))
+
+
+def pid_alive(pid: int) -> bool:
+    """Is `pid` a living process (a zombie, killed but not yet reaped, is not)?"""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
 
 
 def count_namespace(pid1: int) -> int:

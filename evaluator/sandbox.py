@@ -10,6 +10,11 @@ while it runs: a broken limit stops it like a timeout does, and the result names
 A script made with `supervised_command` stays PID 1 around the grader, so a stop can be
 graceful (SIGUSR1: kill the rest of the namespace, copy the logs out, exit) before the hard
 kill, and what outlived the grader is reported rather than silently reaped.
+
+No sandbox outlives pesflow: each is started with a parent-death signal (SIGKILL to unshare
+when the thread that started it dies, SIGKILL included), and `stop_all` (pesflow's SIGTERM,
+SIGINT and SIGHUP handlers call it) kills every live one at once; a run that `stop_all`
+ended raises `Interrupted` instead of returning a result, so no verdict is made of it.
 """
 
 from __future__ import annotations
@@ -28,6 +33,27 @@ from typing import Callable
 from evaluator.limits import OUTPUT_LIMIT, LimitError, Limits, Plan
 
 POLL_SEC = 0.1  # how often the limits are looked at while a grading runs
+_live: dict[int, subprocess.Popen] = {}  # process group -> the sandbox's unshare
+_live_lock = threading.Lock()
+_stopping = threading.Event()
+
+
+class Interrupted(BaseException):
+    """pesflow is being stopped (a signal): the sandbox was killed, its result means nothing.
+    A BaseException, like KeyboardInterrupt, so that no `except Exception` turns it into a verdict."""
+
+
+def stop_all() -> int:
+    """Kill every live sandbox's whole tree now (a signal handler's job); later runs refuse to
+    start. Returns how many were killed."""
+    _stopping.set()
+    with _live_lock:
+        groups = list(_live)
+    for pgid in groups:
+        _killpg(pgid)
+    return len(groups)
+
+
 
 
 class SandboxUnavailable(Exception):
@@ -89,6 +115,8 @@ def run(script: str, *, network: bool, timeout: float, env: dict[str, str] | Non
     bytes of output. A stop first sends SIGUSR1 to the namespace's init and waits `grace`
     seconds for it to finish (when `grace` > 0), then kills the whole tree."""
     check_available()
+    if _stopping.is_set():
+        raise Interrupted()
     argv = ["unshare", "--mount", "--pid", "--fork", "--kill-child=SIGKILL", "--propagation", "private"]
     if not network:
         argv.append("--net")
@@ -99,6 +127,9 @@ def run(script: str, *, network: bool, timeout: float, env: dict[str, str] | Non
         raise SandboxUnavailable(str(e)) from None
     if plan is not None:
         argv = plan.wrap(argv)
+    # SIGKILL when the thread that started it dies, pesflow killed included (set in the child by
+    # setpriv before its exec: no Python runs between fork and exec).
+    argv = [_setpriv(), "--pdeathsig", "KILL", "--", *argv]
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -113,6 +144,8 @@ def run(script: str, *, network: bool, timeout: float, env: dict[str, str] | Non
         if plan is not None:
             plan.remove()
         raise
+    with _live_lock:
+        _live[proc.pid] = proc
     sink = BoundedSink(max_output)
 
     def pump() -> None:
@@ -146,6 +179,8 @@ def run(script: str, *, network: bool, timeout: float, env: dict[str, str] | Non
         if proc.poll() is None:
             _killpg(proc.pid)
         proc.wait()
+        with _live_lock:
+            _live.pop(proc.pid, None)
         reader.join(timeout=5)
         usage: dict = {"output_bytes": sink.total}
         warnings: list[str] = []
@@ -157,6 +192,8 @@ def run(script: str, *, network: bool, timeout: float, env: dict[str, str] | Non
             left = plan.remove()
             if left:
                 usage["killed_after_exit"] = len(left)
+    if _stopping.is_set() and not killed:
+        raise Interrupted()
     return SandboxResult(
         returncode=proc.returncode, timed_out=killed == "timeout", seconds=time.monotonic() - start,
         output=sink.text(), killed=killed, usage=usage, warnings=warnings,
@@ -207,84 +244,14 @@ def scratch_script(scratch: Path, size_mb: int | None, seed: Path) -> str:
     lines.append(f"mkdir -p {q(scratch)}/upper {q(scratch)}/work {q(scratch)}/tmp {q(scratch)}/vartmp {q(scratch)}/shm {q(scratch)}/run")
     lines.append(f"chmod 1777 {q(scratch)}/tmp {q(scratch)}/vartmp {q(scratch)}/shm")
     lines.append(f"cp -a {q(seed)}/. {q(scratch)}/upper/")
-    return _checked(lines)
+    return checked(lines)
 
 
-def _checked(lines: list[str]) -> str:
+def checked(lines: list[str]) -> str:
     # `set -e` does not stop inside && lists: every line must succeed or the setup fails loudly.
     return "".join(f"{ln} || {{ echo '@@pesflow:setup-failed' >&2; exit 97; }}\n" if not ln.startswith("set ") else ln + "\n" for ln in lines)
 
 
-def mount_root_script(
-    *,
-    lower: str | Path,
-    upper: Path,
-    work: Path,
-    root: Path,
-    ro: bool = False,
-    hide: list[str] = (),  # type: ignore[assignment]
-    binds_ro: list[tuple[Path, str]] = (),  # type: ignore[assignment]
-    scratch: Path | None = None,
-    devices: list[str] = (),  # type: ignore[assignment]
-) -> str:
-    """Shell lines that mount an overlay root at `root` with /proc, /dev, /sys, a fresh /tmp,
-    empty read-only tmpfs over each path of `hide`, and host folders bound read-only.
-
-    With `scratch` (made by scratch_script; a grading, not a build) the root is hardened as
-    container runtimes do, for a grader that runs as root without the capabilities that
-    would undo it (see GRADER_CAPS): /tmp, /var/tmp, /dev/shm and /run are scratch folders
-    (one cap, and none of the host's sockets), /dev holds only harmless devices (plus
-    `devices`, e.g. the GPU's), /sys is a fresh read-only sysfs (no cgroupfs to leave the
-    limits by), and /proc's host-wide knobs (sysctls, sysrq) are read-only or masked."""
-    opts = f"lowerdir={lower},upperdir={upper},workdir={work}" + (",ro" if ro else "")
-    r = q(root)
-    lines = ["set -e", f"mount -t overlay overlay -o {q(opts)} {r}"]
-    if scratch is None:
-        lines += [
-            f"mount -t proc proc {r}/proc",
-            f"mount --rbind /dev {r}/dev",
-            f"mount -t tmpfs -o mode=1777 tmpfs {r}/dev/shm",
-            f"mount --rbind /sys {r}/sys",
-            f"mount -t tmpfs -o mode=1777 tmpfs {r}/tmp",
-            f"mkdir -p {r}/var/tmp && mount -t tmpfs -o mode=1777 tmpfs {r}/var/tmp",
-        ]
-    else:
-        s = q(scratch)
-        lines += [f"mkdir -p {r}/proc {r}/dev {r}/sys {r}/tmp {r}/var/tmp {r}/run",
-                  f"mount -t proc -o nosuid,nodev,noexec proc {r}/proc"]
-        for p in _PROC_READ_ONLY:
-            lines.append(f"if [ -e {r}/proc/{p} ]; then mount --bind {r}/proc/{p} {r}/proc/{p} && mount -o remount,bind,ro {r}/proc/{p}; fi")
-        for p in _PROC_MASKED:
-            lines.append(f"if [ -f {r}/proc/{p} ]; then mount --bind /dev/null {r}/proc/{p}; "
-                         f"elif [ -d {r}/proc/{p} ]; then mount -t tmpfs -o ro,size=4k tmpfs {r}/proc/{p}; fi")
-        lines.append(f"mount -t tmpfs -o mode=0755,nosuid,size=1m tmpfs {r}/dev")
-        for d in ("null", "zero", "full", "random", "urandom", "tty", *devices):
-            src = d if d.startswith("/") else f"/dev/{d}"
-            target = f"{r}/dev/{q(src[len('/dev/'):])}"
-            lines.append(f"if [ -d {q(src)} ]; then mkdir -p {target}; else touch {target}; fi && mount --bind {q(src)} {target}")
-        lines += [
-            f"ln -s /proc/self/fd {r}/dev/fd && ln -s /proc/self/fd/0 {r}/dev/stdin && ln -s /proc/self/fd/1 {r}/dev/stdout "
-            f"&& ln -s /proc/self/fd/2 {r}/dev/stderr",
-            f"mkdir -p {r}/dev/shm {r}/dev/pts && mount --bind {s}/shm {r}/dev/shm",
-            f"mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts {r}/dev/pts && ln -s pts/ptmx {r}/dev/ptmx",
-            f"mount -t sysfs -o ro,nosuid,nodev,noexec sysfs {r}/sys",
-            f"mount --bind {s}/tmp {r}/tmp",
-            f"mount --bind {s}/vartmp {r}/var/tmp",
-            f"if [ ! -L {r}/run ]; then mount --bind {s}/run {r}/run; fi",
-        ]
-    for h in hide:
-        target = f"{root}{h}"
-        lines.append(f"if [ -d {q(target)} ]; then mount -t tmpfs -o ro,size=4k,mode=0555 tmpfs {q(target)}; fi")
-    for src, dest in binds_ro:
-        target = f"{root}{dest}"
-        make = f"mkdir -p {q(target)}" if Path(src).is_dir() else f"mkdir -p {q(Path(target).parent)} && touch {q(target)}"
-        lines.append(f"{make} && mount --bind {q(src)} {q(target)} && mount -o remount,bind,ro {q(target)}")
-    return _checked(lines)
-
-
-# What container runtimes make read-only or hide in /proc: host-wide knobs and kernel memory.
-_PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
-_PROC_MASKED = ("kcore", "keys", "timer_list", "sched_debug", "latency_stats", "acpi", "scsi", "asound")
 # The capabilities a grader keeps: Docker's default set less SYS_CHROOT (the chroot is the
 # only wall between the grader and the host's files) and MKNOD (no device nodes). Without
 # SYS_ADMIN nothing can be unmounted or remounted, so the hidden folders stay hidden and the
@@ -321,8 +288,21 @@ def _setpriv() -> str:
 # each cut at a byte limit, within a total, and notes how full the scratch got.
 _COPY_OUT = r"""
 import os, stat, sys
-status, scratch, per_file, budget = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-pairs = list(zip(sys.argv[5::2], sys.argv[6::2]))
+status, scratch, per_file, budget, results = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+pairs = list(zip(sys.argv[6::2], sys.argv[7::2]))
+# A result file whose inode changed after the grader returned (ctime: no candidate can set it
+# back) was forged by something that outlived the grader.
+end = None
+for line in open(status, errors="replace"):
+    if line.startswith("grader_end="):
+        end = float(line.split("=", 1)[1] or 0)
+forged = []
+for r in [r for r in results.split("\n") if r] if end else []:
+    try:
+        if os.lstat(r).st_ctime > end + 0.02:
+            forged.append(r)
+    except (OSError, ValueError):
+        pass
 files = 0
 def one(src, dest):
     global budget, files
@@ -358,19 +338,22 @@ with open(status, "a") as f:
         v = os.statvfs(scratch)
         f.write("scratch_used=%d\nscratch_total=%d\ninodes_free=%d\n" % ((v.f_blocks - v.f_bfree) * v.f_frsize, v.f_blocks * v.f_frsize, v.f_ffree))
     f.write("copied_files=%d\n" % files)
+    if forged:
+        f.write("forged=%s\n" % " ".join(forged))
 """
 
 
 def supervised_command(command: str, *, proc: Path, status: Path, python: str, copy_out: list[tuple[Path, Path]],
                        max_file_bytes: int, max_total_bytes: int, scratch: Path | None = None,
-                       stray_grace: float = 2.0) -> str:
+                       stray_grace: float = 2.0, results: list[Path] = ()) -> str:  # type: ignore[assignment]
     """Shell lines that run `command` (a chroot line) as the child of the namespace's init,
     which stays to: note the grader's exit and time in `status` (a host file the grader
     cannot see), name the processes that outlived it by more than `stray_grace` seconds
     (`strays=`; helpers still exiting, e.g. a compile pool, get that long), kill everything
     left, and copy `copy_out` (src, dest) pairs to the host before the namespace, and any
-    tmpfs scratch with it, is gone. SIGUSR1 does the same at once (a stop); other signals
-    are noted (`signalled=`) and change nothing."""
+    tmpfs scratch with it, is gone, noting `forged=` for any of `results` (host paths of the
+    grader's result files) changed after the grader returned. SIGUSR1 does the same at once (a
+    stop); other signals are noted (`signalled=`) and change nothing."""
     proc_glob = f"{q(proc)}/[0-9]*"
     pairs = " ".join(f"{q(a)} {q(b)}" for a, b in copy_out)
     tick = q(status.with_name(status.name + ".tick"))
@@ -398,7 +381,7 @@ finish() {{
     i=$((i+1)); [ "$i" -gt 2000 ] && {{ note "unreaped=${{#left[@]}}"; break; }}
     wait 2>/dev/null
   done
-  {q(python)} -I -S -c {q(_COPY_OUT)} "$S" {q(scratch or '')} {int(max_file_bytes)} {int(max_total_bytes)} {pairs}
+  {q(python)} -I -S -c {q(_COPY_OUT)} "$S" {q(scratch or '')} {int(max_file_bytes)} {int(max_total_bytes)} {q(chr(10).join(map(str, results)))} {pairs}
   exit "$1"
 }}
 trap 'note stopped=1; finish 137' USR1
