@@ -27,7 +27,7 @@ from evaluator.candidate import (
 from evaluator.config import EvaluatorConfig
 from evaluator.hardware import gpu_available
 from evaluator.task import Task, TaskError, load_task, task_roots
-from evaluator.verdict import PackageRef, Status, Verdict, from_reward_json
+from evaluator.verdict import PackageRef, Status, Verdict, from_reward_json, read_reward_file, withhold_untrusted
 
 Mode = Literal["candidate", "noop", "oracle", "negative"]
 MODES: tuple[str, ...] = ("candidate", "noop", "oracle", "negative")
@@ -40,11 +40,11 @@ def make_backend(config: EvaluatorConfig, extra_hidden: list[Path] = ()) -> Back
     if config.backend == "local":
         from evaluator.backends.local import LocalBackend
 
-        inner = LocalBackend(config.local, extra_hidden=list(extra_hidden))
+        inner = LocalBackend(config.local, extra_hidden=list(extra_hidden), writable=config.writable_paths)
     elif config.backend == "docker":
         from evaluator.backends.docker import DockerBackend
 
-        inner = DockerBackend(config.docker)
+        inner = DockerBackend(config.docker, writable=config.writable_paths)
     elif config.backend == "modal":
         from evaluator.backends.modal_backend import ModalBackend
 
@@ -162,8 +162,8 @@ class Evaluator:
                                   message=f"the grader ran past {timeout:g} s and was killed with everything it started", **base))
         if run.reward is None:
             tail = [ln for ln in run.output.strip().splitlines() if ln.strip() and not ln.startswith("@@pesflow:")][-1:] or ["no output"]
-            return finish(Verdict(status=Status.grader_error,
-                                  message=f"the grader wrote no readable verdict (exit {run.returncode}): {tail[0][:300]}", **base))
+            msg = "; ".join([f"the grader wrote no readable verdict (exit {run.returncode}): {tail[0][:300]}", *run.notes])
+            return finish(Verdict(status=Status.grader_error, message=msg, **base))
         verdict = from_reward_json(run.reward, grader_seconds=run.grader_seconds,
                                    **{k: v for k, v in base.items() if k != "ref_speedup"})
         if verdict.ref_speedup is None:
@@ -173,9 +173,9 @@ class Evaluator:
             # A GPU task checked on the CPU: correctness with small shapes, never a score.
             verdict.reward, verdict.hardware = 0.0, "cpu"
             verdict.message += " (GPU task checked on the CPU: correctness only, no reward)"
-        for note in getattr(run, "notes", ()):  # a backend's remarks (modal: the GPU used, an anchor from other hardware)
+        for note in run.notes:  # a backend's remarks (modal: the GPU used; local: a write on the read-only root)
             verdict.message += f"; {note}"
-        return finish(verdict)
+        return finish(withhold_untrusted(verdict, read_reward_file(log_dir / "logs/verifier/verifier_state.json")))
 
     # -----------------------------------------------------------------
     def _what_to_grade(self, task: Task, mode: str, candidate: Path | CandidateSource | None, grader: str):

@@ -46,3 +46,13 @@ def toy_tasks_root(root: Path, name: str = "toy-sum") -> Path:
     for d in ("tests", "environment/loop/private/dev_tests"):
         (pkg / d / "metric.txt").write_text("trace\n")
     return pkg
+
+
+def scores_nothing(v) -> bool:
+    """Reward 0; and when a gate says the grading was tampered with, no figures at all (speedup
+    and reward null), so that no forged number can be shown anywhere."""
+    from evaluator.verdict import untrusted_reasons
+
+    if untrusted_reasons(v.hard_fail_reasons):
+        return v.reward is None and v.speedup is None
+    return v.reward == 0.0

@@ -7,7 +7,7 @@ import pytest
 from evaluator.grader import CandidateSource
 from evaluator.task import load_task
 from evaluator.verdict import Status
-from tests.conftest import needs_root
+from tests.conftest import needs_root, scores_nothing
 
 TASK = "kfc/ssm-selective-scan-firstorder"
 SCOPE = "state_space_scan.py"
@@ -45,6 +45,6 @@ def ev(cache_dir, tmp_path_factory):
 def test_cheat_is_caught_by_name(ev, gate):
     base = (load_task(TASK).root / "environment" / "repo" / SCOPE).read_text()
     v = ev.evaluate(TASK, candidate=CandidateSource(files={SCOPE: base + "\n\n" + CHEATS[gate]}), grader="hidden", device="cpu")
-    assert v.status == Status.hard_fail and v.reward == 0.0, (v.status, v.message)
+    assert v.status == Status.hard_fail and scores_nothing(v), (v.status, v.message)
     names = (gate, *ALSO.get(gate, ()))
     assert any(r.startswith(names) for r in v.hard_fail_reasons), v.hard_fail_reasons

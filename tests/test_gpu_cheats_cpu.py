@@ -102,7 +102,8 @@ def test_cheats_the_cpu_lane_can_observe_are_caught_by_name(ev):
     rows = gc.grade(ev, SSM, CPU_CHEATS, device="cpu", oracle=False, log=lambda _: None)
     assert sorted(r["cheat"] for r in rows) == sorted(CPU_CHEATS)
     for r in rows:
-        assert r["status"] == "hard_fail" and r["reward"] == 0.0 and r["caught"], r
+        # caught by name, and its figures withheld (a cheat on the timer or an answer is tampering)
+        assert r["status"] == "hard_fail" and r["reward"] is None and r["speedup"] is None and r["caught"], r
     assert gc.summary(rows).startswith(f"{len(CPU_CHEATS)}/{len(CPU_CHEATS)} cheats caught")
 
 

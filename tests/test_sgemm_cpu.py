@@ -15,7 +15,7 @@ import pytest
 from evaluator.grader import CandidateSource
 from evaluator.task import load_task
 from evaluator.verdict import Status
-from tests.conftest import needs_root
+from tests.conftest import needs_root, scores_nothing
 
 TASK = "kfc/sgemm-register-blocktiling"
 SCOPE = "sgemm_kernel.cu"
@@ -62,7 +62,7 @@ def test_reviewer_modes_compile_and_pass_the_static_gates(ev, mode):
 def test_a_cublas_candidate_fails_the_scan(ev, baseline):
     with_include = "#include <cublas_v2.h>\n" + baseline
     v = grade(ev, with_include)
-    assert v.status == Status.hard_fail and v.reward == 0.0
+    assert v.status == Status.hard_fail and scores_nothing(v)
     assert "forbidden_pattern:include:cublas_v2.h" in v.hard_fail_reasons
     assert "forbidden_pattern:blas_library" in v.hard_fail_reasons
     assert v.raw["gates"]["compile_failed"] is None  # stopped before anything was built

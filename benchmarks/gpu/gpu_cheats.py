@@ -288,7 +288,7 @@ def _row(task_name, cheat, expected, v, seconds, oracle_speedup=None) -> dict:
     if cheat == "oracle":
         caught, as_expected = False, v.status.value == "ok" and not v.hard_fail_reasons
     else:
-        caught = v.reward == 0.0 and any(n in expected for n in names)
+        caught = not v.reward and any(n in expected for n in names)  # 0, or withheld (None) when it tampered
         no_gain = (not caught and set(expected) <= TIMING_GATES and v.speedup is not None
                    and oracle_speedup is not None and v.speedup <= oracle_speedup * (1 + NO_GAIN_MARGIN))
         as_expected = caught or no_gain
@@ -326,7 +326,8 @@ def line(r: dict) -> str:
     what = ("caught" if r["caught"] else "control" if r["cheat"] == "oracle" else "no gain" if r.get("no_gain")
             else "MISSED")
     speed = "-" if r["speedup"] is None else f"{r['speedup']:.3g}"
-    return (f"{r['task']:40s} {r['cheat']:20s} {what:8s} {verdict:15s} status={r['status']} reward={r['reward']:.3g} "
+    reward = "withheld" if r["reward"] is None else f"{r['reward']:.3g}"  # a tampered grading has no figures
+    return (f"{r['task']:40s} {r['cheat']:20s} {what:8s} {verdict:15s} status={r['status']} reward={reward} "
             f"speedup={speed} reasons={r['hard_fail_reasons']} ({r['seconds']} s)")
 
 

@@ -30,7 +30,7 @@ from evaluator.grader import CandidateSource, Evaluator
 from evaluator.limits import Limits
 from evaluator.task import package_hash
 from evaluator.verdict import Status
-from tests.conftest import FIXTURES, REPO, needs_root, toy_tasks_root
+from tests.conftest import FIXTURES, REPO, needs_root, toy_tasks_root, scores_nothing
 
 pytestmark = needs_root
 HERE = Path(__file__).resolve().parent
@@ -216,7 +216,7 @@ def test_toy_attack(attack, toy, listener, cache_dir):
     before = host_state(packages)
     code = fill((HERE / "toy" / f"{attack}.py").read_text(), listener, hidden=REPO / "tests")
     v = ev.evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FAST + "\n" + code}), grader="hidden")
-    assert v.status == status and v.reward == 0.0, (v.status, v.message)
+    assert v.status == status and scores_nothing(v), (v.status, v.message)
     assert reasons <= set(v.hard_fail_reasons), v.hard_fail_reasons
     # stopped promptly: a limit ends the grading well before the time limit
     assert v.seconds < TOY_TIMEOUT + 12
@@ -248,11 +248,41 @@ def test_router_attack(attack, router, listener, cache_dir):
     before = host_state([task.root])
     code = fill((HERE / "router" / f"{attack}.py").read_text(), listener, hidden=REPO / "tests")
     v = ev.evaluate(task, candidate=CandidateSource(files={"submission/kernel.py": oracle + "\n\n" + code}), grader=lane)
-    assert v.status == Status.hard_fail and v.reward == 0.0, (v.status, v.message)
+    assert v.status == Status.hard_fail and scores_nothing(v), (v.status, v.message)
     assert reasons <= set(v.hard_fail_reasons), v.hard_fail_reasons
     assert v.speedup is None or v.speedup < 100  # no forged speedup got through
     check_host_untouched(before, [task.root], cache_dir, listener)
     assert summary(ev.evaluate(task, mode="negative", grader="hidden")) == clean
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lane", ["hidden", "dev"])
+def test_interpreter_swap_through_posixsubprocess_is_named_where_a_guard_runs(lane, router, listener, cache_dir):
+    """The grader's interpreter swapped from a helper started through _posixsubprocess: the
+    router's runtime guard names the spawn, and the figures are withheld."""
+    ev, task, oracle, clean = router
+    before = host_state([task.root])
+    code = fill((HERE / "interpreter_swap.py").read_text(), listener, hidden=REPO / "tests")
+    v = ev.evaluate(task, candidate=CandidateSource(files={"submission/kernel.py": oracle + "\n\n" + code}), grader=lane)
+    assert v.status == Status.hard_fail and "forbidden_runtime:process_spawn" in v.hard_fail_reasons, v.message
+    assert v.speedup is None and v.reward is None and "99.0" not in json.dumps(v.model_dump(mode="json", exclude={"raw"}))
+    check_host_untouched(before, [task.root], cache_dir, listener)
+    assert summary(ev.evaluate(task, mode="negative", grader="hidden")) == clean
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lane", ["hidden", "dev"])
+def test_interpreter_swap_cannot_forge_a_grader_without_a_guard(lane, toy, listener, cache_dir):
+    """The toy's graders have no runtime guard: the read-only root alone keeps the interpreter
+    the prepared one, so the swap fails, the score is the honest one, and the attempt is named."""
+    ev, pkg, clean = toy
+    code = fill((HERE / "interpreter_swap.py").read_text(), listener, hidden=REPO / "tests")
+    v = ev.evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FAST + "\n" + code}), grader=lane)
+    assert v.status == Status.ok and v.speedup != 99.0 and v.speedup == clean["speedup"], v.message
+    assert "read_only_root" in v.message and "/opt/kernelbench-venv/bin" in v.message
+    look = "import os\nPROBE = [os.path.exists('/opt/kernelbench-venv/bin/py.real'), os.path.islink('/opt/kernelbench-venv/bin/python3')]\n"
+    after = ev.evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FAST + "\n" + look}), grader=lane)
+    assert after.raw["probe"] == [False, True]  # nothing of the swap, in the grading or after it
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ from evaluator.candidate import apply_diff
 from evaluator.config import EvaluatorConfig, LocalConfig
 from evaluator.grader import CandidateSource, Evaluator
 from evaluator.verdict import Status
-from tests.conftest import needs_root
+from tests.conftest import needs_root, scores_nothing
 
 pytestmark = [needs_root, pytest.mark.slow]
 NONCE = uuid.uuid4().hex[:8]
@@ -161,7 +161,7 @@ def test_runtime_attack_is_blocked_and_named(cpu_tasks, name, attack):
     reason, code = ATTACKS[attack]
     source = oracles[name] + "\n" + PRELUDE + "\n" + code + "\n" + wiring
     v = ev.evaluate(name, candidate=CandidateSource(files={scope: source}), grader="hidden")
-    assert v.status == Status.hard_fail and v.reward == 0.0, (v.status, v.hard_fail_reasons, v.message)
+    assert v.status == Status.hard_fail and scores_nothing(v), (v.status, v.hard_fail_reasons, v.message)
     assert reason in v.hard_fail_reasons, v.hard_fail_reasons
     assert not any(r.startswith("forbidden_pattern") for r in v.hard_fail_reasons), "the scan saw the attack"
     assert v.speedup is None or v.speedup < 100  # no forged speedup got through

@@ -17,7 +17,7 @@ from evaluator.config import EvaluatorConfig
 from evaluator.grader import CandidateSource, Evaluator
 from evaluator.verdict import Status
 from tests.adversarial.test_adversarial import FAST, HERE, Listener, fill, summary
-from tests.conftest import REPO, needs_root, toy_tasks_root
+from tests.conftest import REPO, needs_root, toy_tasks_root, scores_nothing
 from tests.test_docker_backend import docker_config, engine_url  # noqa: F401 (fixture)
 
 pytestmark = [needs_root, pytest.mark.slow]
@@ -62,7 +62,7 @@ def test_toy_attack_on_docker(attack, docker_toy, listener):
     code = fill((HERE / "toy" / f"{attack}.py").read_text(), listener, hidden=REPO / "tests")
     v = ev.evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FAST + "\n" + code}), grader="hidden")
     # (a fork bomb may break podman's exec stream; the pids cgroup's count of refused forks still names it)
-    assert v.status in (Status.hard_fail, Status.timeout) and v.reward == 0.0, (v.status, v.message)
+    assert v.status in (Status.hard_fail, Status.timeout) and scores_nothing(v), (v.status, v.message)
     named = {r.split(":")[0] for r in v.hard_fail_reasons} | ({"timeout"} if v.status == Status.timeout else set())
     assert named & DOCKER_ATTACKS[attack], (v.status, v.hard_fail_reasons)
     if attack == "fork_bomb" and ENGINE_IS_LOCAL:

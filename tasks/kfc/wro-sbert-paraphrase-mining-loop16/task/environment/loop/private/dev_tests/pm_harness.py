@@ -93,6 +93,24 @@ def _under(path, roots):
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
 
 
+def _audited_fork_exec():
+    """_posixsubprocess.fork_exec raises no audit event of its own (subprocess.Popen raises one
+    before it calls it): give it one, so that a process started through it directly is seen."""
+    import _posixsubprocess
+    import subprocess
+
+    real = _posixsubprocess.fork_exec
+    if getattr(real, "_audited", False):
+        return
+
+    def fork_exec(*args):
+        sys.audit("os.posix_spawn", args[1][0] if args[1] else None, args[0], None)
+        return real(*args)
+
+    fork_exec._audited = True
+    _posixsubprocess.fork_exec = subprocess._fork_exec = fork_exec
+
+
 class Guard:
     """Blocks (PermissionError) and records what candidate code must not do.
     The harness's own file work runs quiet (main thread, inside dump only)."""
@@ -109,6 +127,7 @@ class Guard:
             if event in watched:
                 check(event, args)
 
+        _audited_fork_exec()
         sys.addaudithook(hook)
 
     def _path(self, p):
