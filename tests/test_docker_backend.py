@@ -214,16 +214,22 @@ def test_dev_engine_and_heredoc_build(dev):
 
 DIRTY = r'''
 import os, subprocess
+refused = []
+def attempt(fn, *a):
+    try:
+        fn(*a)
+    except OSError as e:
+        refused.append(e.strerror)
 for p in ("/tmp/leak", "/opt/leak", "/app/repo/stray.txt", "/dev/shm/leak", "/dev/leak", "/var/tmp/leak", "/root/.leak"):
-    open(p, "w").write("x")
-# a cheat that would make every later candidate look fast: a slow frozen baseline
-open("/opt/verifier-baseline/kernel.py", "w").write("def sum_squares(n):\n    import time; time.sleep(0.05)\n    return sum(i*i for i in range(n))\n")
+    attempt(lambda p: open(p, "w").write("x"), p)
+# a cheat that would make every later candidate look fast: a slow frozen baseline (the read-only root refuses it)
+attempt(lambda: open("/opt/verifier-baseline/kernel.py", "w").write("def sum_squares(n):\n    import time; time.sleep(0.05)\n    return sum(i*i for i in range(n))\n"))
 os.remove("/app/repo/toy/other.py")
-os.chmod("/opt/loop", 0)
-open("/etc/hosts", "a").write("1.2.3.4 evil\n")
+attempt(os.chmod, "/opt/loop", 0)
+attempt(lambda: open("/etc/hosts", "a").write("1.2.3.4 evil\n"))
 subprocess.run("cd /app/repo && git add -A && git commit -qm cheat", shell=True)
 subprocess.Popen(["sh", "-c", "sleep 1; echo late > /tmp/late; while :; do sleep 1; done"], start_new_session=True)
-PROBE = "dirty"
+PROBE = ["dirty", sorted(set(refused)), len(refused)]
 '''
 CHECK = r'''
 import os, subprocess
@@ -239,35 +245,36 @@ PROBE += [open("/opt/verifier-baseline/kernel.py").read().count("sleep"), os.pat
 def trojan(folder: str) -> str:
     """A candidate planting do-nothing `rm`, `chmod` and `kill` in `folder`, and a file to clean up."""
     return (
-        "import os\n"
-        f"for tool in ('rm', 'chmod', 'kill'):\n"
-        f"    with open('{folder}/' + tool, 'w') as f:\n"
-        "        f.write('#!/bin/sh\\nexit 0\\n')\n"
-        f"    os.chmod('{folder}/' + tool, 0o755)\n"
-        "open('/opt/trojan-leak', 'w').write('x')\nPROBE = 'planted'\n"
+        "import os\ntry:\n"
+        f"    for tool in ('rm', 'chmod', 'kill'):\n"
+        f"        with open('{folder}/' + tool, 'w') as f:\n"
+        "            f.write('#!/bin/sh\\nexit 0\\n')\n"
+        f"        os.chmod('{folder}/' + tool, 0o755)\n"
+        "    open('/opt/trojan-leak', 'w').write('x')\n    PROBE = 'planted'\n"
+        "except OSError as e:\n    PROBE = 'refused: ' + e.strerror\n"
     )
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("folder,same_container", [
-    ("/opt/kernelbench-venv/bin", True),  # first on the image's PATH: our execs never use that PATH
-    ("/usr/local/bin", False),  # a system folder: the container is replaced, not trusted to reset
-])
-def test_a_reset_never_runs_what_a_candidate_planted(dev, folder, same_container):
+@pytest.mark.parametrize("folder", ["/opt/kernelbench-venv/bin", "/usr/local/bin"])
+def test_a_candidate_cannot_plant_programs_for_the_reset(dev, folder):
+    """`rm`, `chmod`, `kill` planted where the image's PATH or the system looks first: the root is
+    read-only, so nothing is planted, and the container is reset and reused as usual."""
     first = dev.evaluate("kfc/toy-sum", candidate=probe(trojan(folder)), grader="hidden")
-    assert first.raw["probe"] == "planted"
+    assert first.raw["probe"] == "refused: Read-only file system"
     check = f"import os\nPROBE = [os.path.exists(p) for p in ('/opt/trojan-leak', '{folder}/rm')]\n"
     second = dev.evaluate("kfc/toy-sum", candidate=probe(check), grader="hidden")
     assert second.raw["probe"] == [False, False]
     names = [json.loads((Path(v.log_dir) / "limits.json").read_text())["container_gradings"] for v in (first, second)]
-    assert (names[1] == names[0] + 1) == same_container
+    assert names[1] == names[0] + 1  # the same container
 
 
 @pytest.mark.slow
 def test_what_one_candidate_leaves_cannot_reach_the_next(dev):
     noop_before = dev.evaluate("kfc/toy-sum", mode="noop", grader="hidden")
     first = dev.evaluate("kfc/toy-sum", candidate=probe(DIRTY), grader="hidden")
-    assert first.raw["probe"] == "dirty"
+    # the root is read-only: /opt (the frozen baseline, the dev engine) refused; /etc/hosts is the engine's file
+    assert first.raw["probe"][0] == "dirty" and first.raw["probe"][1] == ["Read-only file system"] and first.raw["probe"][2] >= 3
     assert first.status == Status.hard_fail and first.hard_fail_reasons[0] == "background_process"
     time.sleep(1.5)  # the background process would have written /tmp/late by now, had it lived
     second = dev.evaluate("kfc/toy-sum", candidate=probe(CHECK), grader="hidden")

@@ -97,7 +97,7 @@ DEV_ENGINES = ("/opt/loop/score_engine.sh", "/opt/loop/private/dev_tests/test.sh
 
 # Runs as root in a container between two gradings (and once when it starts, with no
 # operations). Operations come as arguments, so no path is ever split or re-parsed:
-#   rm PATH | dir MODE UID GID PATH | etc PATH CONTENT | dev NAME (a /dev entry to keep)
+#   rm PATH | dir MODE UID GID PATH | etc PATH CONTENT | dev NAME, run NAME (a /dev, /run entry to keep)
 # The container's limit counters: OOM kills, and forks the pids limit refused (cgroup v2, then
 # v1), the trace a fork bomb leaves once it is killed.
 COUNTERS_SCRIPT = r"""
@@ -127,12 +127,14 @@ while :; do
 done
 echo "@@survivors:${left:- none}"
 keep_dev="/"
+keep_run="/"
 while [ $# -gt 0 ]; do
   case "$1" in
     rm) rm -rf -- "$2" 2>/dev/null; shift 2 ;;
     dir) if [ -d "$5" ] && [ ! -L "$5" ]; then chmod "$2" -- "$5"; chown "$3:$4" -- "$5"; else rm -rf -- "$5"; echo "@@refill:$5"; fi; shift 5 ;;
     etc) printf '%s' "$3" > "$2" 2>/dev/null; shift 3 ;;
     dev) keep_dev="$keep_dev$2/"; shift 2 ;;
+    run) keep_run="$keep_run$2/"; shift 2 ;;
     *) shift ;;
   esac
 done
@@ -143,6 +145,15 @@ if [ "$keep_dev" != "/" ]; then
   done
 fi
 rm -rf /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?* /dev/mqueue/* 2>/dev/null
+# the scratch tmpfs (not in the engine's list of changes): emptied; /run keeps what the engine put there
+rm -rf /tmp/* /tmp/.[!.]* /tmp/..?* /var/tmp/* /var/tmp/.[!.]* /var/tmp/..?* 2>/dev/null
+if [ "$keep_run" != "/" ]; then
+  for f in /run/* /run/.[!.]* /run/..?*; do
+    [ -e "$f" ] || [ -L "$f" ] || continue
+    case "$keep_run" in *"/${f#/run/}/"*) ;; *) rm -rf -- "$f" 2>/dev/null ;; esac
+  done
+fi
+for f in /run/* /run/.[!.]* /run/..?*; do [ -e "$f" ] || [ -L "$f" ] && echo "@@run:${f#/run/}"; done
 command -v ipcrm >/dev/null 2>&1 && ipcrm --all >/dev/null 2>&1
 for f in /dev/*; do echo "@@dev:${f#/dev/}"; done
 """ + COUNTERS_SCRIPT + r"""
@@ -165,6 +176,19 @@ echo "@@reset-done"
 """
 
 
+# The writable paths' entries (A) and those whose inode changed since the last reset (C: ctime,
+# which nothing in the container can set back), NUL-separated; then the container's clock.
+VOLUME_SCRIPT = r"""
+since="$1"; shift
+for w in "$@"; do
+  [ -d "$w" ] || continue
+  find "$w" -xdev -mindepth 1 -printf 'A %p\0'
+  [ -n "$since" ] && find "$w" -xdev -newerct "@$since" -printf 'C %p\0'
+done
+sleep 0.02
+printf 'T %s\0' "$(date +%s.%N)"
+"""
+
 STAT_SCRIPT = r"""
 for p in "$@"; do
   if [ -e "$p" ] || [ -L "$p" ]; then stat -c '%F|%a|%u|%g' -- "$p"; else echo missing; fi
@@ -185,6 +209,7 @@ class _Warm:
     baseline: set[tuple[str, int]] = field(default_factory=set)  # changes the engine made at start
     etc: dict[str, str] = field(default_factory=dict)  # engine-mounted files and their contents at start
     dev: list[str] = field(default_factory=list)  # the entries of /dev at start
+    run: list[str] = field(default_factory=list)  # the entries of /run at start (the engine's)
     oom: int = 0
     pids_max: int = 0  # forks refused by the pids limit so far
     # The container's pids.events seen from this host, when the engine runs here: readable even
@@ -194,6 +219,8 @@ class _Warm:
     peak: int | None = None  # the container's highest memory use so far, in bytes
     keep: str = ""  # pid of the init's sleep, not a stray
     gradings: int = 0
+    writable: list[str] = field(default_factory=list)  # the paths a grading may write (volumes)
+    since: str = ""  # the container's clock when it was last reset: a later ctime is a change
 
 
 @dataclass
@@ -201,6 +228,7 @@ class _Ref:
     id: str
     stats: dict[str, tuple[str, int, int, int] | None] = field(default_factory=dict)  # path -> (type, mode, uid, gid)
     tars: dict[str, bytes] = field(default_factory=dict)  # path -> its archive (small files only)
+    listings: dict[str, frozenset[str]] = field(default_factory=dict)  # writable path -> every entry the image has there
 
 
 def _short(e: BaseException) -> str:
@@ -220,8 +248,9 @@ def _slug(name: str) -> str:
 class DockerBackend:
     name = "docker"
 
-    def __init__(self, config: DockerConfig | None = None, cache_dir: Path | None = None):
+    def __init__(self, config: DockerConfig | None = None, cache_dir: Path | None = None, writable: list[str] = ()):  # type: ignore[assignment]
         self.config = config or DockerConfig()
+        self.writable = list(writable)  # evaluator.writable_paths
         self.cache = Path(cache_dir or self.config.cache_dir).expanduser().resolve() / "docker"
         self.session = f"{socket.gethostname()[:20]}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self._local = threading.local()
@@ -276,7 +305,7 @@ class DockerBackend:
                     continue
                 pid = int(labels.get("pesflow.pid", "0") or 0)
                 if pid and not Path(f"/proc/{pid}").exists():
-                    api.remove_container(c["Id"], force=True)
+                    api.remove_container(c["Id"], force=True, v=True)
         except (APIError, ValueError):
             pass
 
@@ -392,8 +421,15 @@ class DockerBackend:
     def _create(self, api: docker.APIClient, image: str, name: str, kind: str, *, task: Task | None = None,
                 staging: Path | None = None, slot: Slot | None = None) -> str:
         hc: dict[str, Any] = {"network_mode": "none"}
+        volumes: list[str] | None = None
         if task is not None:
             env = task.toml.environment
+            # The grading cannot change what grades it: a read-only root, and writable only what a
+            # grading writes, each a volume of the image's own content there (reset after each
+            # grading) or a scratch tmpfs.
+            hc["read_only"] = True
+            hc["tmpfs"] = {d: "rw,nosuid,nodev,mode=1777" for d in ("/tmp", "/var/tmp")} | {"/run": "rw,nosuid,nodev,mode=755"}
+            volumes = task.writable_paths(self.writable)
             hc["pids_limit"] = self.config.pids_limit
             if env.cpus:
                 hc["nano_cpus"] = int(min(env.cpus, os.cpu_count() or env.cpus) * 1e9)
@@ -405,7 +441,7 @@ class DockerBackend:
             hc["binds"] = {str(staging / "tests"): {"bind": TESTS, "mode": "ro"},
                            str(staging / "reviewer"): {"bind": REVIEWER, "mode": "ro"}}
         try:
-            cid = api.create_container(image, entrypoint=["/bin/sh", "-c", KEEPALIVE], name=name, detach=True,
+            cid = api.create_container(image, entrypoint=["/bin/sh", "-c", KEEPALIVE], name=name, detach=True, volumes=volumes,
                                        labels=self._labels(kind), host_config=api.create_host_config(**hc))["Id"]
             api.start(cid)
         except (APIError, DockerException) as e:
@@ -424,7 +460,7 @@ class DockerBackend:
         old = ref
         if old is not None:
             try:
-                api.remove_container(old.id, force=True)
+                api.remove_container(old.id, force=True, v=True)
             except (APIError, DockerException):
                 pass
         ref = _Ref(id=self._create(api, image, f"pesflow-{self.session}-{key[:10]}-ref", "reference"))
@@ -448,15 +484,17 @@ class DockerBackend:
             shutil.rmtree(staging / sub, ignore_errors=True)
             (staging / sub).mkdir(parents=True)
         cid = self._create(api, prepared.state["image"], name, "worker", task=prepared.task, staging=staging, slot=slot)
-        w = _Warm(id=cid, name=name, staging=staging, slot=slot)
+        w = _Warm(id=cid, name=name, staging=staging, slot=slot, writable=prepared.task.writable_paths(self.writable))
         try:
             w.baseline = {(c["Path"], c["Kind"]) for c in (api.diff(cid) or [])}
+            w.since = _volume_listing(self._exec(api, cid, VOLUME_SCRIPT, args=["", *w.writable])[1])[2]
             for path in ENGINE_FILES:
                 got = self._read_file(api, cid, path)
                 if got is not None:
                     w.etc[path] = got[0].decode(errors="replace")
             out = self._exec(api, cid, RESET_SCRIPT, user="0")[1]
             w.dev = re.findall(r"^@@dev:(.*)$", out, re.M)
+            w.run = re.findall(r"^@@run:(.*)$", out, re.M)
             w.oom = _oom(out)
             w.pids_max = _pids_max(out)
             w.keep = _keepalive(out)
@@ -476,7 +514,7 @@ class DockerBackend:
                 if v is w:
                     del self._warm[k]
         try:
-            api.remove_container(w.id, force=True)
+            api.remove_container(w.id, force=True, v=True)
         except (APIError, DockerException):
             pass
         shutil.rmtree(w.staging, ignore_errors=True)
@@ -654,8 +692,8 @@ class DockerBackend:
             base = self._baseline_member(prepared, rel)
             mode, uid, gid = (base[1].mode & 0o7777, base[1].uid, base[1].gid) if base else (0o644, 0, 0)
             put[path] = (text.encode(), mode, uid, gid)
-        if put and not api.put_archive(w.id, "/", archive.files_tar(put)):
-            raise InfraError("the engine refused the candidate's files")
+        if put and not api.put_archive(w.id, root, archive.files_tar({p[len(root):]: v for p, v in put.items()})):
+            raise InfraError("the engine refused the candidate's files")  # into the source tree's volume: the root is read-only
         return deletions
 
     def _run_grader(self, api: docker.APIClient, w: _Warm, script: str,
@@ -735,9 +773,23 @@ class DockerBackend:
             tmp.unlink(missing_ok=True)
 
     # ---------------------------------------------------------------- reset
+    def _volume_changes(self, api: docker.APIClient, key: str, w: _Warm) -> set[tuple[str, int]]:
+        """What a grading changed in the writable paths (volumes, which the engine's list of
+        changes does not cover), in that list's terms: 0 modified, 1 added, 2 deleted."""
+        entries, changed, _ = _volume_listing(self._exec(api, w.id, VOLUME_SCRIPT, args=[w.since, *w.writable])[1])
+        ref = self._refs[key]
+        for path in w.writable:
+            if path not in ref.listings:
+                out = self._on_reference(api, key, lambda r: self._exec(api, r.id, VOLUME_SCRIPT, args=["", path])[1])
+                ref.listings[path] = frozenset(_volume_listing(out)[0])
+        image = frozenset().union(*(ref.listings[p] for p in w.writable))
+        return ({(p, 1) for p in entries - image} | {(p, 2) for p in image - entries}
+                | {(p, 0) for p in changed & image})
+
     def _reset(self, api: docker.APIClient, prepared: Prepared, w: _Warm) -> None:
         for _ in range(2):
             changes = {(c["Path"], c["Kind"]) for c in (api.diff(w.id) or [])} - w.baseline
+            changes |= self._volume_changes(api, prepared.key, w)
             if len(changes) > MAX_RESET_PATHS:
                 raise _Dirty(f"{len(changes)} paths changed")
             # a directory listed only because something below it changed is not itself a change
@@ -765,6 +817,8 @@ class DockerBackend:
                 ops += ["etc", path, text]
             for name in w.dev:
                 ops += ["dev", name]
+            for name in w.run:
+                ops += ["run", name]
             code, out = self._exec(api, w.id, RESET_SCRIPT, args=ops, user="0")
             if "@@reset-done" not in out:
                 raise _Dirty(f"the reset script failed: {_last_line(out)}")
@@ -774,6 +828,7 @@ class DockerBackend:
             w.pids_max = max(w.pids_max, _pids_max(out))
             w.peak = _peak(out)
             w.keep = _keepalive(out)
+            w.since = _volume_listing(self._exec(api, w.id, VOLUME_SCRIPT, args=[""])[1])[2]
             if "@@survivors: none" in out:
                 return
             # a process lived through the first kills: what it wrote after the list of changes
@@ -781,26 +836,35 @@ class DockerBackend:
         raise _Dirty("processes survived the reset")
 
     def _restore(self, api: docker.APIClient, key: str, w: _Warm, paths: list[str]) -> None:
+        """The reference's copy of each path put back, one archive per writable path (the root is
+        read-only: an engine takes archives into a volume, not over the whole root)."""
         if not paths:
             return
-        buf = io.BytesIO()
+        bufs: dict[str, tuple[io.BytesIO, tarfile.TarFile]] = {}
         total = 0
-        with tarfile.open(fileobj=buf, mode="w") as out:
-            for p in sorted(set(paths)):
-                data = self._ref_archive(api, key, p)
-                total += len(data)
-                if total > MAX_RESTORE_BYTES:
-                    raise _Dirty("too much to restore")
-                parent = os.path.dirname(p.rstrip("/")).lstrip("/")
-                with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as src:
-                    for m in src.getmembers():
-                        f = src.extractfile(m) if m.isreg() else None
-                        m.name = f"{parent}/{m.name}" if parent else m.name
-                        if m.islnk():  # a hard link names another entry of the same archive
-                            m.linkname = f"{parent}/{m.linkname}" if parent else m.linkname
-                        out.addfile(m, f)
-        if not api.put_archive(w.id, "/", buf.getvalue()):
-            raise _Dirty("the engine refused the restored files")
+        for p in sorted(set(paths)):
+            data = self._ref_archive(api, key, p)
+            total += len(data)
+            if total > MAX_RESTORE_BYTES:
+                raise _Dirty("too much to restore")
+            into = next((v for v in sorted(w.writable, key=len, reverse=True) if p.startswith(v.rstrip("/") + "/")), "/")
+            if into not in bufs:
+                buf = io.BytesIO()
+                bufs[into] = (buf, tarfile.open(fileobj=buf, mode="w"))
+            out = bufs[into][1]
+            parent = os.path.relpath(os.path.dirname(p.rstrip("/")), into)
+            parent = "" if parent == "." else parent
+            with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as src:
+                for m in src.getmembers():
+                    f = src.extractfile(m) if m.isreg() else None
+                    m.name = f"{parent}/{m.name}" if parent else m.name
+                    if m.islnk():  # a hard link names another entry of the same archive
+                        m.linkname = f"{parent}/{m.linkname}" if parent else m.linkname
+                    out.addfile(m, f)
+        for into, (buf, tf) in bufs.items():
+            tf.close()
+            if not api.put_archive(w.id, into, buf.getvalue()):
+                raise _Dirty("the engine refused the restored files")
 
     def close(self) -> None:
         if self._version is None:
@@ -813,7 +877,7 @@ class DockerBackend:
             self._refs.clear()
         for cid in ids:
             try:
-                api.remove_container(cid, force=True)
+                api.remove_container(cid, force=True, v=True)
             except (APIError, DockerException):
                 pass
         for s in stagings:
@@ -835,6 +899,20 @@ def gpu_host_config(slot: Slot, via: str) -> dict[str, Any]:
     req = (docker.types.DeviceRequest(device_ids=ids, capabilities=[["gpu"]]) if ids
            else docker.types.DeviceRequest(count=slot.gpus, capabilities=[["gpu"]]))
     return {"device_requests": [req]}
+
+
+def _volume_listing(out: str) -> tuple[set[str], set[str], str]:
+    """VOLUME_SCRIPT's output: (every entry, entries changed since, the container's clock)."""
+    entries, changed, clock = set(), set(), ""
+    for rec in out.split("\0"):
+        kind, _, path = rec.partition(" ")
+        if kind == "A":
+            entries.add(path)
+        elif kind == "C":
+            changed.add(path)
+        elif kind == "T":
+            clock = path.strip()
+    return entries, changed, clock
 
 
 def _exit_code(api: docker.APIClient, exec_id: str) -> int:
