@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agent import journal
-from agent.prompts import LeakError, LeakGuard
+from agent.leak_guard import LeakGuard
 from agent.search import files_hash
 from agent.secrets import find_secrets
 from evaluator.candidate import apply_diff
@@ -131,15 +131,25 @@ def audit_run(run_dir: Path) -> AuditReport:
         f("leak check skipped: the task package is not at the path run.json records")
         return rep
     guard = LeakGuard(task)
-    prompts = [m["content"] for e in events if e["kind"] == "llm_call" for m in e["data"].get("messages") or []]
-    prompts += [p.read_text(errors="replace") for p in run_dir.glob("rounds/**/*prompt.md")]
-    for text in prompts:
-        try:
-            guard.check(text)
-        except LeakError as e:
-            v(f"prompt leak: {e}")
-            break
-    f(f"leak check: {len(prompts)} prompts hold nothing of tests/ nor the anchor" if rep.ok or not prompts else "leak check done")
+    sent = 0
+    # In journal order, as the run screened them: the model's earlier answers are its own text.
+    for e in events:
+        if e["kind"] != "llm_call":
+            continue
+        d = e["data"]
+        for m in d.get("messages") or []:
+            sent += 1
+            found = guard.leaks(m["content"])
+            if found:
+                v(f"prompt leak in {d.get('tag') or d.get('role')}: {found[0]}")
+        guard.learn(d.get("text"))
+    for p in sorted(run_dir.glob("rounds/**/*prompt.md")):
+        found = guard.leaks(p.read_text(errors="replace"))
+        if found:
+            v(f"prompt leak in {p.relative_to(run_dir)}: {found[0]}")
+    withheld = sum(len(e["data"].get("items") or []) for e in events if e["kind"] == "withheld")
+    f(f"leak check: {sent} prompts sent hold nothing of tests/ nor the anchor"
+      + (f"; {withheld} line(s) were withheld from them (journal: withheld)" if withheld else ""))
     return rep
 
 

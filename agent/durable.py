@@ -9,6 +9,7 @@ paid or graded twice. The same seed and the same answers then give the same sear
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from agent.config import Config
 from agent.gateway import Gateway, Recorded
 from agent.journal import read as read_journal
 from agent.progress import Progress
-from agent.prompts import LeakGuard
+from agent.leak_guard import LeakGuard
 from agent.run_store import RunDirError, RunStore
 from agent.runner import make_clients
 from agent.search import RecordedVerdicts, Search
@@ -60,6 +61,18 @@ def _checkpoint(store: RunStore, from_round: int | None) -> dict[str, Any] | Non
     return json.loads((found[-1] / "pesflow_state.json").read_text()) if found else None
 
 
+def answers_until(events: list[dict[str, Any]], round_: int) -> list[str]:
+    """The model's answers of rounds up to `round_` (tags "r<k>/..."): what a resumed run's leak
+    screen counts as the model's own text, as the uninterrupted run did by then."""
+    out = []
+    for e in events:
+        d = e["data"]
+        m = re.match(r"r(\d+)/", d.get("tag") or "") if e["kind"] == "llm_call" else None
+        if m and int(m.group(1)) <= round_ and d.get("text"):
+            out.append(d["text"])
+    return out
+
+
 def _search(cfg: Config, task: Task, store: RunStore, gateway: Gateway | None, quiet: bool, console: Console | None,
             recorded_verdicts: RecordedVerdicts, roots: list[str]) -> tuple[Search, Evaluator, Progress]:
     ev = Evaluator(cfg.evaluator, tasks_roots=roots, log_root=Path(cfg.run.out).resolve())
@@ -92,11 +105,12 @@ def resume_run(run_dir: Path, from_round: int | None = None, rounds: int | None 
     if task.content_hash != run["task"]["content_hash"]:
         store.journal.append("warning", message="the task package changed since the run started")
     clients = make_clients(cfg)
+    state = _checkpoint(store, from_round)
     gateway = None
     if clients:
         gateway = Gateway(clients, store.journal, LeakGuard(task), max_tokens=cfg.llm.max_tokens,  # type: ignore[arg-type]
-                          temperature=cfg.llm.temperature, top_p=cfg.llm.top_p, recorded=Recorded(events))
-    state = _checkpoint(store, from_round)
+                          temperature=cfg.llm.temperature, top_p=cfg.llm.top_p, recorded=Recorded(events),
+                          learned=answers_until(events, state["round"] if state else -1))
     store.journal.append("resume", from_round=state["round"] if state else None, rounds=cfg.loop.rounds)
     store.update_run(config=json.loads(cfg.model_dump_json()), status="running",
                      resumed=[*run.get("resumed", []), datetime.now(timezone.utc).isoformat(timespec="seconds")])

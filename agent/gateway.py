@@ -1,5 +1,9 @@
-"""Every LLM call of a run goes through here: leak check, journal, budget, replay. (Totals are
+"""Every LLM call of a run goes through here: leak screen, journal, budget, replay. (Totals are
 counted from the journal: agent/search.py journal_totals.)
+
+Each prompt is screened (agent/leak_guard.py): a line that carries hidden-grader material is
+withheld, the call goes ahead without it, and a `withheld` event names what and why. Every
+answer, served or paid, is the model's own text from then on.
 
 A call that has been made before (same role, request hash and occurrence) is served from the
 journal of the run being resumed or replayed instead of the network: never paid twice.
@@ -14,7 +18,7 @@ from typing import Any
 
 from agent.journal import Journal
 from agent.llm import LLMClient, LLMError, LLMRequest, Message
-from agent.prompts import LeakError, LeakGuard
+from agent.leak_guard import LeakGuard
 
 
 class BudgetExhausted(Exception):
@@ -27,6 +31,7 @@ class Outcome:
     error: str | None = None
     error_kind: str | None = None
     replayed: bool = False
+    sent: str = ""  # the user prompt as sent, after the leak screen (what the readable copies keep)
 
 
 class Recorded:
@@ -56,10 +61,13 @@ class Recorded:
 class Gateway:
     def __init__(self, clients: dict[str, LLMClient], journal: Journal, guard: LeakGuard,
                  max_tokens: int = 4096, temperature: float | None = None, top_p: float | None = None,
-                 recorded: Recorded | None = None, offline: bool = False):
+                 recorded: Recorded | None = None, offline: bool = False, learned: list[str] = ()):  # type: ignore[assignment]
         self.clients = clients
         self.journal = journal
         self.guard = guard
+        for text in learned:  # a resumed run: the answers before its checkpoint were the model's own
+            guard.learn(text)
+        self._lock = threading.Lock()
         self.max_tokens, self.temperature, self.top_p = max_tokens, temperature, top_p
         self.recorded = recorded
         self.offline = offline  # replay: a call that was not recorded fails instead of going out
@@ -69,15 +77,23 @@ class Gateway:
 
     def call(self, role: str, system: str, user: str, tag: str) -> Outcome:
         client = self.client_for("executor" if role == "repair" else role)
-        request = LLMRequest(role=role, messages=[Message(role="system", content=system), Message(role="user", content=user)],
+        with self._lock:
+            system_s, user_s = self.guard.screen(system), self.guard.screen(user)
+        request = LLMRequest(role=role, messages=[Message(role="system", content=system_s.text),
+                                                  Message(role="user", content=user_s.text)],
                              max_tokens=self.max_tokens, temperature=self.temperature, top_p=self.top_p, tag=tag)
         rhash = request.request_hash(client.provider, client.model)
         base = {"role": role, "tag": tag, "provider": client.provider, "model": client.model, "request_hash": rhash}
-        try:
-            self.guard.check(system + "\n" + user)
-        except LeakError as e:
-            self.journal.append("llm_call", **base, text=None, error=str(e), error_kind="leak")
-            return Outcome(None, str(e), "leak")
+        if system_s.withheld or user_s.withheld:
+            self.journal.append("withheld", role=role, tag=tag, request_hash=rhash, items=system_s.withheld + user_s.withheld)
+        outcome = self._send(client, request, base)
+        outcome.sent = user_s.text
+        with self._lock:
+            self.guard.learn(outcome.text)
+        return outcome
+
+    def _send(self, client: LLMClient, request: LLMRequest, base: dict[str, Any]) -> Outcome:
+        tag, rhash = base["tag"], base["request_hash"]
         recorded = self.recorded.take(tag, rhash) if self.recorded else None
         if recorded is not None:
             self.journal.append("llm_call", **base, messages=[m.model_dump() for m in request.messages],

@@ -3,7 +3,7 @@
 Only solver-visible material enters a prompt: the task's instruction.md, scope files, and
 verdicts reduced to status, speedup, test counts and gate names. Never the reward (with the
 speedup it would give the anchor away), never the anchor, never a line of tests/. The
-LeakGuard checks every prompt before it is sent.
+leak guard (agent/leak_guard.py) screens every prompt before it is sent.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from pathlib import Path
 from string import Template
 
 from agent.population import Solution
-from evaluator.task import Task
 
 PROMPTS = Path(__file__).resolve().parent.parent / "prompts"
 _LANG = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".cc": "cpp", ".h": "cpp", ".c": "c"}
@@ -22,10 +21,6 @@ VARIANTS = [
     "Take the plan's idea but choose a different implementation strategy than the obvious one.",
     "Implement the plan with the smallest change that captures most of its gain.",
 ]
-
-
-class LeakError(Exception):
-    """A prompt would carry hidden-grader material: a pesflow bug, never sent."""
 
 
 def render(name: str, **values: object) -> str:
@@ -60,37 +55,3 @@ def verdict_text_core(sol: Solution, tests: str) -> str:
 
 def variant(child_index: int) -> str:
     return VARIANTS[child_index % len(VARIANTS)]
-
-
-class LeakGuard:
-    """Refuses any prompt that holds a line of the hidden tests/ (one the solver cannot see
-    elsewhere) or the anchor's digits."""
-
-    MIN_LINE = 24
-
-    def __init__(self, task: Task):
-        visible = set(self._lines(task.instruction()))
-        repo = task.root / "environment" / "repo"
-        for p in repo.rglob("*") if repo.is_dir() else []:
-            if p.is_file() and p.stat().st_size < 1 << 20:
-                visible.update(self._lines(p.read_text(errors="replace")))
-        secret: set[str] = set()
-        for p in task.tests_dir.rglob("*") if task.tests_dir.is_dir() else []:
-            if p.is_file() and p.stat().st_size < 4 << 20:
-                secret.update(self._lines(p.read_text(errors="replace")))
-        self.secret_lines = sorted(secret - visible, key=len, reverse=True)
-        self.anchor = None
-        txt = task.tests_dir / "ref_speedup.txt"
-        if txt.is_file():
-            digits = "".join(c for c in txt.read_text() if c.isdigit() or c == ".")
-            self.anchor = digits if len(digits.replace(".", "")) >= 3 else None
-
-    def _lines(self, text: str) -> list[str]:
-        return [ln.strip() for ln in text.splitlines() if len(ln.strip()) >= self.MIN_LINE]
-
-    def check(self, prompt: str) -> None:
-        if self.anchor and self.anchor in prompt:
-            raise LeakError("a prompt holds the task's anchor; not sent")
-        for line in self.secret_lines:
-            if line in prompt:
-                raise LeakError(f"a prompt holds a line of the hidden tests/ ({line[:40]!r}...); not sent")

@@ -67,8 +67,8 @@ def plan(gw: Gateway, ctx: Context, parent: Solution, inspirations: list[Solutio
     prompt = planner_prompt(ctx, parent, inspirations, failures)
     out = gw.call("planner", SYSTEM, prompt, tag)
     if not out.text or not out.text.strip():
-        return FALLBACK_PLAN, prompt, False
-    return out.text.strip()[: ctx.plan_chars], prompt, True
+        return FALLBACK_PLAN, out.sent, False
+    return out.text.strip()[: ctx.plan_chars], out.sent, True
 
 
 # ---------------------------------------------------------------- executor
@@ -91,7 +91,7 @@ def propose(gw: Gateway, ctx: Context, parent: Solution, plan_text: str, child_i
             tag: str, repair_attempts: int = 1) -> Proposal:
     prompt = executor_prompt(ctx, parent, plan_text, child_index, children)
     out = gw.call("executor", SYSTEM, prompt, tag)
-    transcript = [(prompt, out.text or f"(no answer: {out.error})")]
+    transcript = [(out.sent, out.text or f"(no answer: {out.error})")]
     if out.text is None:
         return Proposal(None, "llm_error", out.error or "", transcript)
     for attempt in range(repair_attempts + 1):
@@ -104,7 +104,7 @@ def propose(gw: Gateway, ctx: Context, parent: Solution, plan_text: str, child_i
         repair = render("repair", failures=problem, parent_code=code_block(parent.files),
                         edit_format_short="SEARCH/REPLACE blocks or whole files in fenced blocks")
         out = gw.call("repair", SYSTEM, prompt + "\n\n# Your previous answer\n" + out.text + "\n\n" + repair, f"{tag}/repair{attempt + 1}")
-        transcript.append((repair, out.text or f"(no answer: {out.error})"))
+        transcript.append((out.sent, out.text or f"(no answer: {out.error})"))
         if out.text is None:
             return Proposal(None, "llm_error", out.error or "", transcript, repaired=True)
     raise AssertionError("unreachable")
@@ -144,6 +144,7 @@ def summarize(gw: Gateway, ctx: Context, round_: int, parent: Solution, plan_tex
     """(lessons by child id, new memory, prompt, response, ok). Memory stays bounded either way."""
     prompt = summarizer_prompt(ctx, round_, parent, plan_text, children, diffs)
     out = gw.call("summarizer", SYSTEM, prompt, tag)
+    prompt = out.sent
     data = _json_object(out.text) if out.text else None
     lessons = {c.id: default_lesson(c) for c in children}
     memory = list(ctx.memory)

@@ -49,6 +49,16 @@ class RunStore:
         root.mkdir(parents=True, exist_ok=True)
         self.journal = Journal(root / "journal.jsonl")
 
+    @classmethod
+    def create(cls, root: Path, run: dict[str, Any]) -> "RunStore":
+        """A new run directory that appears with its run.json already in it (made aside, then
+        renamed), so that no kill leaves a run folder that cannot be resumed."""
+        root.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
+        RunStore(tmp).update_run(**run)
+        os.rename(tmp, root)
+        return cls(root)
+
     # -- files -----------------------------------------------------------------
     def write(self, rel: str, text: str) -> Path:
         p = self.root / rel

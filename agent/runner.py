@@ -12,7 +12,7 @@ from agent.config import Config
 from agent.gateway import Gateway, Recorded
 from agent.llm import Budget, PriceTable, RetryPolicy, make_client, parse_spec
 from agent.progress import Progress
-from agent.prompts import LeakGuard
+from agent.leak_guard import LeakGuard
 from agent.run_store import RunStore
 from agent.search import Search, new_run_dir, run_metadata
 from evaluator.grader import Evaluator
@@ -80,8 +80,7 @@ def start_run(cfg: Config, task_name: str, roots: list[str], console: Console | 
     out = Path(cfg.run.out).resolve()
     run_dir = run_dir or new_run_dir(out, task, cfg.loop.seed)
     clients = make_clients(cfg)
-    store = RunStore(run_dir)
-    store.update_run(**run_metadata(cfg, task, run_dir.name))
+    store = RunStore.create(run_dir, run_metadata(cfg, task, run_dir.name))
     store.journal.append("run_start", run_id=run_dir.name, task=task.name, seed=cfg.loop.seed,
                          grader=cfg.evaluator.grader, models={r: getattr(c, "model", None) for r, c in (clients or {}).items()})
     ev = Evaluator(cfg.evaluator, tasks_roots=roots, log_root=out)

@@ -123,11 +123,12 @@ def test_sigkill_anywhere_then_resume_gives_the_uninterrupted_result(tmp_path, c
                 time.sleep(0.3)
             elif how in ("checkpoint", "grading"):
                 wait_for(lambda: any(out.rglob(f"PAUSED-{how}")), 120)
-            else:
-                time.sleep(rng.uniform(1.0, 7.0))
+            else:  # a random moment of the run (before its folder exists there is nothing to resume)
+                wait_for(lambda: any(out.glob("kfc/toy-sum/[!.]*/run.json")), 120)
+                time.sleep(rng.uniform(0.0, 6.0))
             p.send_signal(signal.SIGKILL)
             p.wait()
-            run_dirs = [d for d in out.glob("kfc/toy-sum/*") if d.is_dir()]
+            run_dirs = [d for d in out.glob("kfc/toy-sum/[!.]*") if d.is_dir()]
             assert len(run_dirs) == 1, label
             r = pesflow("resume", str(run_dirs[0]), "--quiet")
             resumed = Path(finish(r))
