@@ -49,7 +49,7 @@ from rich.table import Table
 
 from agent.config import Config, ConfigError
 from agent.run_store import RunStore
-from agent.search import SPEED_ONLY_GATES  # one definition of what "correct" forgives
+from evaluator.verdict import SPEED_ONLY_GATES  # one definition of what "correct" forgives
 
 FINISHED = ("finished", "budget_exhausted")  # a run that ended cleanly: never run again
 EVALUATOR_ONLY = ("noop", "oracle")
@@ -270,7 +270,7 @@ def run_cell(base: Config, bc: BaselinesConfig, cell: Cell, out: Path, roots: li
     cfg = cell_config(base, bc, cell.method, cell.seed, out / "cells")
     t0 = time.monotonic()
     if m.kind in EVALUATOR_ONLY:
-        run_evaluator_cell(cfg, load_task(cell.task, roots), m.kind, m.grader, roots, d)
+        run_evaluator_cell(cfg, load_task(cell.task, roots, cfg.benchmark.url), m.kind, m.grader, roots, d)
     else:
         start_run(cfg, cell.task, roots, console=console, run_dir=d)
     RunStore(d).update_run(baseline={"task": cell.task, "method": cell.method, "kind": m.kind, "seed": cell.seed,
@@ -310,8 +310,10 @@ def cell_line(d: Path, cell: Cell, kind: str, reward_class: str, out: Path) -> d
     budget = sc.get("task_budget", (run.get("task") or {}).get("max_submissions"))
     tin, tout = int(totals.get("input_tokens", 0)), int(totals.get("output_tokens", 0))
     wall = (run.get("baseline") or {}).get("wall_seconds", totals.get("elapsed_seconds"))
+    source = (run.get("task") or {}).get("source") or {}
     return {
         "task": cell.task, "reward_class": reward_class, "method": cell.method, "kind": kind, "seed": cell.seed,
+        "official": source.get("official"), "package_commit": source.get("commit"),
         "status": run.get("status"), "reward": float(best.get("reward") or 0.0), "speedup": best.get("speedup"),
         "correct": correct, "hard_fails": list(best.get("hard_fail_reasons") or []), "best_id": best.get("id"),
         "grader": best.get("grader") or run.get("grader"), "search_grader": run.get("grader"),
@@ -479,9 +481,12 @@ def write_tables(rows: list[dict[str, Any]], dest: Path) -> list[Path]:
     for cls in ("performance", "implementation"):
         if cls in by_class:
             n_tasks = len({r["task"] for r in by_class[cls]})
-            emit(cls, f"{cls.capitalize()} tasks ({n_tasks}), all seeds", method_table(by_class[cls]), per_task=False)
+            recreated = sorted({r["task"] for r in by_class[cls] if not r.get("official")})
+            mark = f"; not official packages (pesflow re-creations or modified): {', '.join(recreated)}" if recreated else ""
+            emit(cls, f"{cls.capitalize()} tasks ({n_tasks}), all seeds{mark}", method_table(by_class[cls]), per_task=False)
     for task, rs in grouped(rows, lambda r: r["task"]).items():
-        emit(f"task-{slug(task)}", f"{task} ({rs[0]['reward_class']})", method_table(rs), per_task=True)
+        which = "official benchmark package" if rs[0].get("official") else "NOT the official package"
+        emit(f"task-{slug(task)}", f"{task} ({rs[0]['reward_class']}), {which}", method_table(rs), per_task=True)
     atomic_write(dest / "all.md", "\n".join(sections))
     written.append(dest / "all.md")
     return written
@@ -549,15 +554,19 @@ class MatrixResult:
 
 
 def run_matrix(base: Config, bc: BaselinesConfig, out: Path, roots: list[str], console: Console | None = None) -> MatrixResult:
+    from agent.runner import check_grader
     from evaluator.task import load_task
 
     console = console or Console()
     out = out.resolve()
     cells = matrix(bc)
     # Everything that can be checked before hours of grading is checked now, in one line each.
-    tasks = {t: load_task(t, roots) for t in bc.tasks}
+    tasks = {t: load_task(t, roots, base.benchmark.url) for t in bc.tasks}
     for name in bc.methods:
         cfg = cell_config(base, bc, name, bc.seeds[0], out / "cells")
+        if bc.methods[name].kind not in EVALUATOR_ONLY:
+            for t in tasks.values():
+                check_grader(t, cfg.evaluator.grader)
         if bc.methods[name].uses_llm and not (cfg.llm.default or cfg.llm.executor):
             raise ConfigError(f"baselines method {name} ({bc.methods[name].kind}) needs an LLM: set llm.default "
                               "(e.g. openai:gpt-4o-mini) in the baselines file")

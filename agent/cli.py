@@ -31,9 +31,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pesflow", description="Evolutionary kernel search over Φ-Bench task packages.")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("tasks", help="list the 85 Φ-Bench tasks and where each package is found")
+    p = sub.add_parser("tasks", help="list the 85 Φ-Bench tasks and where each package is found; fetch or check them")
     _common(p)
     p.add_argument("--json", action="store_true", help="print one JSON array")
+    tsub = p.add_subparsers(dest="tasks_command")
+    f = tsub.add_parser("fetch", help="clone the public Φ-Bench repository at the pinned commit into pesflow's cache")
+    _common(f)
+    f.add_argument("--ref", help="the commit, tag or branch to check out (default: benchmark.ref)")
+    f.add_argument("--dir", help="where the checkout goes (default: benchmark.dir)")
+    c = tsub.add_parser("check", help="grade each package's noop, oracle(s) and negative here and classify it")
+    _common(c)
+    c.add_argument("tasks", nargs="*", metavar="TASK", help="<bench>/<dir> (or --all)")
+    c.add_argument("--all", action="store_true", help="every package found (the 85 of the catalog where present)")
+    c.add_argument("--grader", choices=["hidden", "dev", "both"], default="hidden")
+    c.add_argument("--device", choices=["cuda", "cpu"], help="cpu: GPU packages checked for correctness only")
+    c.add_argument("--out", metavar="DIR", default="traces/tasks-check", help="results.jsonl (resumable), tasks-check.md/.json")
+    c.add_argument("--json", action="store_true", help="print one JSON array")
 
     p = sub.add_parser("evaluate", help="grade one candidate (or noop/oracle/negative) on a task")
     _common(p)
@@ -103,11 +116,18 @@ def _evaluator(args: argparse.Namespace, config):  # noqa: ANN001
     if getattr(args, "backend", None):
         config.evaluator.backend = args.backend
     roots = [*args.tasks_root, *config.tasks_roots]
-    return Evaluator(config.evaluator, tasks_roots=roots)
+    return Evaluator(config.evaluator, tasks_roots=roots, official_url=config.benchmark.url)
 
 
 def cmd_tasks(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
     from evaluator.catalog import locate
+
+    if args.tasks_command == "fetch":
+        return cmd_tasks_fetch(args, config)
+    if args.tasks_command == "check":
+        from agent.tasks_check import cmd_tasks_check
+
+        return cmd_tasks_check(args, config, console)
 
     rows = locate([*args.tasks_root, *config.tasks_roots])
     if args.json:
@@ -123,14 +143,31 @@ def cmd_tasks(args: argparse.Namespace, config, console: Console) -> int:  # noq
     return 0
 
 
+def cmd_tasks_fetch(args: argparse.Namespace, config) -> int:  # noqa: ANN001
+    from evaluator.benchmark import FetchError, fetch
+
+    b = config.benchmark
+    try:
+        rec = fetch(b.url, args.ref or b.ref, Path(args.dir or b.dir))
+    except FetchError as e:
+        raise ValueError(str(e)) from None
+    print(f"fetched {rec['url']} at {rec['commit'][:12]} into {rec['dir']}; task names now resolve there "
+          "after --tasks-root and PESFLOW_TASKS_PATH, before pesflow's bundled re-creations")
+    return 0
+
+
 def cmd_evaluate(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
     from evaluator.grader import verdict_json
 
     if args.mode != "candidate" and args.candidate:
         raise CandidateError("bad_arguments", f"--candidate goes with --mode candidate, not --mode {args.mode}")
+    from agent.runner import note_source
+
     ev = _evaluator(args, config)
+    task = ev.task(args.task)
+    note_source(task)
     try:
-        v = ev.evaluate(args.task, mode=args.mode, candidate=Path(args.candidate) if args.candidate else None,
+        v = ev.evaluate(task, mode=args.mode, candidate=Path(args.candidate) if args.candidate else None,
                         grader=args.grader, out_dir=Path(args.out) if args.out else None, device=args.device)
     finally:
         ev.close()
@@ -149,8 +186,11 @@ def cmd_evaluate(args: argparse.Namespace, config, console: Console) -> int:  # 
 def cmd_calibrate(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
     from evaluator.calibrate import calibrate
 
+    from agent.runner import note_source
+
     ev = _evaluator(args, config)
     task = ev.task(args.task)
+    note_source(task)
     cal = calibrate(ev, task, repeats=args.repeats or config.evaluator.calibrate_repeats, write=not args.dry_run)
     if args.json:
         print(cal.model_dump_json())

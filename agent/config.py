@@ -9,7 +9,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agent.population import PopulationConfig
-from evaluator.config import EvaluatorConfig
+from evaluator.config import BenchmarkConfig, EvaluatorConfig
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "default.yaml"
 
@@ -67,6 +67,7 @@ class RunConfig(_Strict):
 
 class Config(_Strict):
     tasks_roots: list[str] = Field(default_factory=list)
+    benchmark: BenchmarkConfig = Field(default_factory=BenchmarkConfig)
     evaluator: EvaluatorConfig = Field(default_factory=EvaluatorConfig)
     llm: LLMConfig = Field(default_factory=LLMConfig)
     loop: LoopConfig = Field(default_factory=LoopConfig)

@@ -120,6 +120,8 @@ class Solution(BaseModel):
     status: str
     speedup: float | None = None
     reward: float | None = None
+    dev_figure: float | None = None  # a dev engine's own figure, when no speedup over the baseline could be had
+    dev_kind: str | None = None  # what that figure is (evaluator/scoring.py: vs_oracle, absolute:...)
     hard_fail_reasons: list[str] = Field(default_factory=list)
     tests_passed: int = 0
     tests_total: int = 0
@@ -149,7 +151,7 @@ class Solution(BaseModel):
             raise ValueError(f"must be >= 0 (got {v})")
         return v
 
-    @field_validator("speedup", "reward")
+    @field_validator("speedup", "reward", "dev_figure")
     @classmethod
     def _finite(cls, v: float | None) -> float | None:
         # A checkpoint is strict JSON, and log(inf) would break normalization.
@@ -163,8 +165,13 @@ class Solution(BaseModel):
 
     @property
     def fitness(self) -> float | None:
-        if self.correct and self.speedup is not None and self.speedup > 0:
-            return self.speedup
+        """The speedup over the baseline; where a dev engine gave none (its baseline scores 0), its
+        own figure, which orders candidates the same way (higher is better)."""
+        if not self.correct:
+            return None
+        for v in (self.speedup, self.dev_figure):
+            if v is not None and v > 0:
+                return v
         return None
 
 

@@ -47,7 +47,12 @@ def verdict_text(sol: Solution) -> str:
 
 def verdict_text_core(sol: Solution, tests: str) -> str:
     if sol.correct:
-        sp = f"speedup {sol.speedup:.3f}x over the baseline" if sol.speedup is not None else "speed not measured"
+        if sol.speedup is not None:
+            sp = f"speedup {sol.speedup:.3f}x over the baseline"
+        elif sol.dev_figure is not None:  # the dev engine's own figure, named for what it is
+            sp = f"dev engine figure {sol.dev_figure:.4g} ({sol.dev_kind}; higher is better)"
+        else:
+            sp = "speed not measured"
         return "; ".join(x for x in ("correct", sp, tests) if x)
     reasons = ", ".join(sol.hard_fail_reasons[:6]) or sol.status
     return "; ".join(x for x in (f"FAILED ({sol.status}): {reasons}", tests) if x)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from agent import journal
-from agent.search import SPEED_ONLY_GATES  # one definition of what "correct" forgives
+from evaluator.verdict import SPEED_ONLY_GATES  # one definition of what "correct" forgives
 
 ASSETS = Path(__file__).resolve().parent / "report_assets"
 MAX_DIFF_CHARS = 200_000  # a page people can still open; the rest stays in the run directory
@@ -293,6 +293,7 @@ def load_run(run_dir: Path) -> dict[str, Any]:
         "method": (run.get("baseline") or {}).get("method"), "best": run.get("best") or {}, "best_id": best_id,
         "totals": run.get("totals") or {}, "candidates": cands, "best_by_round": best_by_round(run, state, cands),
         "costs": _costs(events, run), "memory": [str(m) for m in lessons], "source": source, "missing": missing,
+        "package": task.get("source") or {},
     }
 
 
@@ -433,6 +434,15 @@ def chart_svg(points: list[dict[str, Any]]) -> str:
 # ---------------------------------------------------------------- the page
 
 
+def _package_line(src: dict) -> str:
+    """Which package the run graded: the benchmark's own, or not (and why)."""
+    if not src:
+        return ""
+    if src.get("official"):
+        return f'<span class="official">official Φ-Bench package @ {html.escape(str(src.get("commit") or "")[:12])}</span> · '
+    return f'<span class="recreated">not the official package: {html.escape(src.get("note") or src.get("repo") or "")}</span> · '
+
+
 def _fmt(v: Any, digits: int = 3) -> str:
     if v is None or v == "":
         return "-"
@@ -534,7 +544,7 @@ def render(d: dict[str, Any]) -> str:
 <style>{_asset("report.css")}</style></head>
 <body>
 <header><h1>{html.escape(d["task"] or "run")} <span class="sub">{html.escape(d["run_id"])}</span></h1>
-<p class="meta">{html.escape(d.get("reward_class") or "")} task · seed {html.escape(_fmt(d["seed"]))} · search grader {html.escape(d.get("grader") or "-")}{method} · started {html.escape(d.get("started") or "-")} · finished {html.escape(d.get("finished") or "-")}</p>
+<p class="meta">{_package_line(d.get("package") or {})}{html.escape(d.get("reward_class") or "")} task · seed {html.escape(_fmt(d["seed"]))} · search grader {html.escape(d.get("grader") or "-")}{method} · started {html.escape(d.get("started") or "-")} · finished {html.escape(d.get("finished") or "-")}</p>
 <div class="cards">{_cards(d)}</div></header>
 <main>
 <section class="tree-and-detail">

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -29,6 +30,23 @@ class NoLLMConfigured(Exception):
     def __init__(self, run_dir: Path):
         super().__init__(HOW_TO_CONFIGURE)
         self.run_dir = run_dir
+
+
+def note_source(task) -> None:  # noqa: ANN001 - an evaluator.task.Task
+    """One line on stderr when a task name resolved to something other than the official package."""
+    if not task.source.official:
+        hint = "; `pesflow tasks fetch` gets the official package" if task.source.root.endswith("/tasks") and \
+            "bundled" in (task.source.repo or "") else ""
+        print(f"pesflow: {task.name} is {task.source.note or 'not the official package'} ({task.root}){hint}",
+              file=sys.stderr)
+
+
+def check_grader(task, grader: str) -> None:  # noqa: ANN001 - an evaluator.task.Task
+    """A search driven by the dev engine needs one: refused at start, in one line, otherwise."""
+    if grader == "dev" and not task.has_dev_engine():
+        raise ValueError(f"{task.name} has no dev engine (environment/loop/score_engine.sh or private/*/test.sh) to drive a "
+                         f"search; pass --grader hidden (each grading then spends one of the task's "
+                         f"{task.max_submissions} submission(s), and run.json records how far over budget the run went)")
 
 
 def apply_run_flags(cfg: Config, args: argparse.Namespace) -> Config:
@@ -76,14 +94,16 @@ def unpriced_models(cfg: Config, clients: dict[str, object]) -> list[str]:
 
 def start_run(cfg: Config, task_name: str, roots: list[str], console: Console | None = None,
               run_dir: Path | None = None, recorded: Recorded | None = None) -> tuple[Path, str]:
-    task = load_task(task_name, roots)
+    task = load_task(task_name, roots, cfg.benchmark.url)
+    check_grader(task, cfg.evaluator.grader)
+    note_source(task)
     out = Path(cfg.run.out).resolve()
     run_dir = run_dir or new_run_dir(out, task, cfg.loop.seed)
     clients = make_clients(cfg)
     store = RunStore.create(run_dir, run_metadata(cfg, task, run_dir.name))
     store.journal.append("run_start", run_id=run_dir.name, task=task.name, seed=cfg.loop.seed,
                          grader=cfg.evaluator.grader, models={r: getattr(c, "model", None) for r, c in (clients or {}).items()})
-    ev = Evaluator(cfg.evaluator, tasks_roots=roots, log_root=out)
+    ev = Evaluator(cfg.evaluator, tasks_roots=roots, log_root=out, official_url=cfg.benchmark.url)
     gateway = None
     progress = Progress(quiet=cfg.run.quiet, console=console, task=task.name, rounds=cfg.loop.rounds)
     if clients:

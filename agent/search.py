@@ -28,21 +28,9 @@ from agent.run_store import RunStore
 from evaluator.candidate import Candidate
 from evaluator.grader import CandidateSource, Evaluator
 from evaluator.task import Task
-from evaluator.verdict import Status, Verdict
+from evaluator.verdict import Status, Verdict, code_reasons
 
 VERSION = "0.1.0"
-SPEED_ONLY_GATES = {"speedup_not_above_baseline", "speedup_not_above_anchor", "ref_speedup_invalid"}
-
-
-def code_reasons(v: Verdict) -> list[str]:
-    """The hard fails that speak against the code, leaving out those about speed alone."""
-    return [r for r in v.hard_fail_reasons if r not in SPEED_ONLY_GATES]
-
-
-def verdict_correct(v: Verdict) -> bool:
-    return v.status in (Status.ok, Status.hard_fail) and not code_reasons(v)
-
-
 def journal_totals(events: list[dict[str, Any]]) -> dict[str, Any]:
     """LLM use and gradings of a run, each paid call and each grading counted once."""
     t: dict[str, Any] = {"llm_calls": 0, "failed_llm_calls": 0, "replayed_llm_calls": 0, "input_tokens": 0,
@@ -149,6 +137,7 @@ class Search:
     def __init__(self, cfg: Config, task: Task, evaluator: Evaluator, store: RunStore, gateway: Gateway | None,
                  progress: Progress | None = None):
         self.cfg, self.task, self.ev, self.store, self.gw = cfg, task, evaluator, store, gateway
+        self.ev.dev_reference_dir = store.root / "evaluations" / "dev-reference"  # the run keeps its own
         self.grader = cfg.evaluator.grader
         self.rng = random.Random(cfg.loop.seed)
         self.progress = progress or Progress(quiet=True)
@@ -209,9 +198,11 @@ class Search:
     def solution_from(v: Verdict, **fields: Any) -> Solution:
         # Gates about speed alone (not beating the baseline or the anchor) say nothing against the
         # code's correctness: for the search such a candidate is correct, with its (low) speedup.
-        reasons = code_reasons(v)
+        reasons = code_reasons(v.hard_fail_reasons)
         status = "ok" if v.status == Status.hard_fail and not reasons else v.status.value
+        dev = v.dev if v.dev is not None and v.speedup is None else None
         return Solution(status=status, speedup=v.speedup, reward=v.reward, hard_fail_reasons=reasons,
+                        dev_figure=dev.value if dev else None, dev_kind=dev.kind if dev else None,
                         tests_passed=v.tests.passed, tests_total=v.tests.total, **fields)
 
     def checkpoint(self, k: int) -> None:
@@ -418,7 +409,7 @@ class Search:
         pick, pick_verdict, pick_mean, remeasured = None, None, 0.0, []
         for s in top:
             v = self.grade(s.files, label="final-regrade")
-            correct = verdict_correct(v)
+            correct = v.correct
             mean = (s.speedup + v.speedup) / 2 if correct and v.speedup and s.speedup else None
             remeasured.append({"id": s.id, "recorded": s.speedup, "regraded": v.speedup, "correct": correct, "mean": mean})
             if mean is not None and (pick is None or mean > pick_mean):
@@ -470,6 +461,7 @@ def run_metadata(cfg: Config, task: Task, run_id: str) -> dict[str, Any]:
     return {
         "run_id": run_id, "pesflow": VERSION,
         "task": {"name": task.name, "path": str(task.root), "content_hash": task.content_hash,
+                 "source": task.source.model_dump(),
                  "scope": task.scope, "max_submissions": task.max_submissions, "reward_class": task.reward_class},
         "config": json.loads(cfg.model_dump_json()),
         "seed": cfg.loop.seed, "grader": cfg.evaluator.grader, "backend": cfg.evaluator.backend,

@@ -167,3 +167,25 @@ def apply_diff(diff: str, baseline: dict[str, str | None]) -> dict[str, str | No
                 out[rel] = p.read_text()
         shutil.rmtree(root / ".git", ignore_errors=True)
         return out
+
+
+class CandidateSource:
+    """What the user handed in: a diff (text) or a folder of files, or an in-memory file set."""
+
+    def __init__(self, diff: str | None = None, files: dict[str, str | None] | None = None, links: set[str] = frozenset()):  # type: ignore[assignment]
+        self.diff, self.files, self.links = diff, files, set(links)
+
+    @classmethod
+    def from_path(cls, path: Path) -> "CandidateSource":
+        path = Path(path)
+        if path.is_dir():
+            files, links = folder_files(path)
+            return cls(files=dict(files), links=links)
+        if not path.is_file():
+            raise CandidateError("candidate_missing", f"{path} is neither a patch file nor a folder")
+        return cls(diff=path.read_text(errors="replace"))
+
+    def paths(self, source_root: str) -> tuple[set[str], set[str]]:
+        if self.diff is not None:
+            return diff_paths(self.diff, source_root)
+        return set(self.files or {}), self.links

@@ -54,6 +54,12 @@ class ModalConfig(_Strict):
     max_log_bytes: int = Field(2 << 20, gt=4096)
 
 
+class BenchmarkConfig(_Strict):
+    url: str = "https://github.com/one2piece2hello/LLM-Infra-Bench-faibench.git"
+    ref: str = "5fe5762d823ee4831181109342bf6482a8acc552"  # the commit pesflow's results were measured on
+    dir: str = "~/.cache/pesflow/benchmark"
+
+
 class EvaluatorConfig(_Strict):
     backend: Literal["local", "docker", "modal"] = "local"
     grader: Literal["dev", "hidden"] = "dev"

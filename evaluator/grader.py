@@ -10,27 +10,23 @@ the task's grader `grader_error`: neither is ever blamed on the candidate.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
 from evaluator.backends.base import Backend, GradeRequest, InfraError, Prepared
-from evaluator.candidate import (
-    Candidate,
-    CandidateError,
-    apply_diff,
-    diff_paths,
-    folder_files,
-    scope_violations,
-)
+from evaluator.candidate import Candidate, CandidateError, CandidateSource, apply_diff, scope_violations
+from evaluator import modes
 from evaluator.config import EvaluatorConfig
+from evaluator.modes import MODES, PackageLacks
+from evaluator.scoring import benchmark_reward, dev_figure, speedup_from_dev
 from evaluator.hardware import gpu_available
-from evaluator.task import Task, TaskError, load_task, task_roots
+from evaluator.task import OFFICIAL_URL, Task, TaskError, load_task, task_roots
 from evaluator.verdict import PackageRef, Status, Verdict, from_reward_json, read_reward_file, withhold_untrusted
 
 Mode = Literal["candidate", "noop", "oracle", "negative"]
-MODES: tuple[str, ...] = ("candidate", "noop", "oracle", "negative")
 
 
 def make_backend(config: EvaluatorConfig, extra_hidden: list[Path] = ()) -> Backend:  # type: ignore[assignment]
@@ -55,40 +51,21 @@ def make_backend(config: EvaluatorConfig, extra_hidden: list[Path] = ()) -> Back
     return ParallelBackend(inner, workers=config.workers, gpu_devices=config.gpu_devices, retries=config.infra_retries)
 
 
-class CandidateSource:
-    """What the user handed in: a diff (text) or a folder of files, or an in-memory file set."""
-
-    def __init__(self, diff: str | None = None, files: dict[str, str | None] | None = None, links: set[str] = frozenset()):  # type: ignore[assignment]
-        self.diff, self.files, self.links = diff, files, set(links)
-
-    @classmethod
-    def from_path(cls, path: Path) -> "CandidateSource":
-        path = Path(path)
-        if path.is_dir():
-            files, links = folder_files(path)
-            return cls(files=dict(files), links=links)
-        if not path.is_file():
-            raise CandidateError("candidate_missing", f"{path} is neither a patch file nor a folder")
-        return cls(diff=path.read_text(errors="replace"))
-
-    def paths(self, source_root: str) -> tuple[set[str], set[str]]:
-        if self.diff is not None:
-            return diff_paths(self.diff, source_root)
-        return set(self.files or {}), self.links
-
-
 class Evaluator:
     def __init__(self, config: EvaluatorConfig | None = None, tasks_roots: list[str | Path] | None = None,
-                 backend: Backend | None = None, log_root: Path | None = None):
+                 backend: Backend | None = None, log_root: Path | None = None, official_url: str = OFFICIAL_URL):
         self.config = config or EvaluatorConfig()
+        self.official_url = official_url  # benchmark.url: what makes a package official
         self.tasks_roots = tasks_roots
         self.log_root = Path(log_root or "traces/evaluate").resolve()
         # Every task root and the logs are hidden from candidates, not only the graded package.
         self.backend = backend or make_backend(self.config, extra_hidden=[*task_roots(tasks_roots), self.log_root])
         self._prepared: dict[str, Prepared] = {}
+        self.dev_reference_dir = self.log_root / "dev-reference"  # a run keeps its own (agent/search.py)
+        self._lock = threading.Lock()
 
     def task(self, name: str) -> Task:
-        return load_task(name, self.tasks_roots)
+        return load_task(name, self.tasks_roots, self.official_url)
 
     def prepare(self, task: Task) -> Prepared:
         if task.content_hash not in self._prepared:
@@ -99,7 +76,8 @@ class Evaluator:
         self.backend.close()
 
     def evaluate(self, task: Task | str, *, mode: Mode = "candidate", candidate: Path | CandidateSource | None = None,
-                 grader: str | None = None, out_dir: Path | None = None, device: str | None = None) -> Verdict:
+                 grader: str | None = None, out_dir: Path | None = None, device: str | None = None,
+                 artifact: Path | None = None) -> Verdict:
         task = self.task(task) if isinstance(task, str) else task
         grader = grader or self.config.grader
         device = check_device(task, device)
@@ -108,7 +86,9 @@ class Evaluator:
         log_dir = Path(out_dir or self.log_root / task.name / f"{stamp}-{mode}-{grader}").resolve()
         log_dir.mkdir(parents=True, exist_ok=True)
         base = dict(task=task.name, mode=mode, backend=self.backend.name, grader=grader, log_dir=str(log_dir),
-                    package=PackageRef(name=task.name, path=str(task.root), content_hash=task.content_hash),
+                    package=PackageRef(name=task.name, path=str(task.root), content_hash=task.content_hash,
+                                       root=task.source.root, repo=task.source.repo, commit=task.source.commit,
+                                       official=task.source.official),
                     ref_speedup=task.anchor.value)
 
         def finish(v: Verdict) -> Verdict:
@@ -117,12 +97,14 @@ class Evaluator:
             return v
 
         try:
-            source, env, reviewer = self._what_to_grade(task, mode, candidate, grader)
-            env.update(device_env(device))
+            if candidate is not None and not isinstance(candidate, CandidateSource):
+                candidate = CandidateSource.from_path(candidate)
+            what = modes.request(task, mode, grader, candidate, artifact)
         except CandidateError as e:
             return finish(Verdict(status=Status.hard_fail, hard_fail_reasons=[e.reason], message=str(e), **base))
-        except _PackageLacks as e:
+        except PackageLacks as e:
             return finish(Verdict(status=Status.grader_error, message=str(e), **base))
+        source, env, reviewer = what.source, {**what.env, **device_env(device)}, what.reviewer
 
         if source is not None:
             violations = scope_violations(*source.paths(task.source_root), task.scope)
@@ -166,8 +148,12 @@ class Evaluator:
             return finish(Verdict(status=Status.grader_error, message=msg, **base))
         verdict = from_reward_json(run.reward, grader_seconds=run.grader_seconds,
                                    **{k: v for k, v in base.items() if k != "ref_speedup"})
+        verdict.environment = prepared.state.get("environment") or {"kind": "image"}
         if verdict.ref_speedup is None:
             verdict.ref_speedup = task.anchor.value
+        if grader == "dev":
+            self._score_dev(task, verdict, run.reward, is_noop=mode == "noop" or (mode == "candidate" and not files),
+                            device=device)
         verdict.message = "graded" if verdict.status == Status.ok else "hard fail: " + ", ".join(verdict.hard_fail_reasons)
         if device == "cpu" and task.gpus > 0:
             # A GPU task checked on the CPU: correctness with small shapes, never a score.
@@ -177,33 +163,31 @@ class Evaluator:
             verdict.message += f"; {note}"
         return finish(withhold_untrusted(verdict, read_reward_file(log_dir / "logs/verifier/verifier_state.json")))
 
-    # -----------------------------------------------------------------
-    def _what_to_grade(self, task: Task, mode: str, candidate: Path | CandidateSource | None, grader: str):
-        """(candidate source or None, grader environment, reviewer files to expose)."""
-        if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
-        env = {"KERNELBENCH_VERIFY_MODE": mode}
-        if mode == "candidate":
-            if candidate is None:
-                return None, env, {}
-            return (candidate if isinstance(candidate, CandidateSource) else CandidateSource.from_path(candidate)), env, {}
-        if mode == "noop":
-            return None, env, {}
-        artifact = task.reviewer_artifact(mode)  # type: ignore[arg-type]
-        if artifact is None:
-            raise _PackageLacks(f"{task.name} ships no {mode} artifact (solution/{mode}.patch); cannot grade mode {mode}")
-        if grader == "hidden":
-            # The hidden grader dispatches modes itself, taking the reviewer's patch by path.
-            kind = "PATCH" if artifact.suffix == ".patch" else "FILE"
-            env[f"KERNELBENCH_{mode.upper()}_{kind}"] = f"/.pesflow-reviewer/{artifact.name}"
-            return None, env, {artifact.name: artifact}
-        # The dev engine only scores the live tree: apply the reviewer's change ourselves.
-        env["KERNELBENCH_VERIFY_MODE"] = "candidate"
-        if artifact.suffix == ".patch":
-            return CandidateSource(diff=artifact.read_text()), env, {}
-        if len(task.scope) != 1:
-            raise _PackageLacks(f"{artifact} is a single file but the scope has {len(task.scope)} files")
-        return CandidateSource(files={task.scope[0]: artifact.read_text()}), env, {}
+    def _score_dev(self, task: Task, v: Verdict, raw: dict, is_noop: bool, device: str | None) -> None:
+        """A dev engine's figures in the verdict's one meaning (evaluator/scoring.py): its own figure
+        raw under `dev`, with the kind its noop tells; `speedup` over the baseline; `reward` the
+        benchmark's formula with the package's anchor, never the engine's own `reward`."""
+        ref_file = self.dev_reference_dir / f"{task.content_hash[:20]}-{device or 'default'}.json"
+        if is_noop:
+            ref = raw
+            with self._lock:
+                if not ref_file.is_file():
+                    ref_file.parent.mkdir(parents=True, exist_ok=True)
+                    ref_file.write_text(json.dumps(raw))
+        else:
+            ref = self.dev_reference(task, device, ref_file)
+        v.dev = dev_figure(raw, ref)
+        v.speedup = speedup_from_dev(v.dev) if v.dev is not None else None
+        v.reward = benchmark_reward(v.speedup, task.anchor.value, v.correct, task.reward_class == "implementation")
+
+    def dev_reference(self, task: Task, device: str | None, ref_file: Path) -> dict | None:
+        """The dev engine's reward.json for the unchanged code, graded once and kept beside the run."""
+        if not ref_file.is_file():
+            self.evaluate(task, mode="noop", grader="dev", device=device, out_dir=ref_file.with_suffix(""))
+        try:
+            return json.loads(ref_file.read_text())
+        except (OSError, ValueError):
+            return None
 
     def _materialize(self, prepared: Prepared, source: CandidateSource) -> dict[str, str | None]:
         if source.files is not None:
@@ -212,10 +196,6 @@ class Evaluator:
         baseline = {rel: self.backend.baseline_text(prepared, rel) for rel in touched}
         after = apply_diff(source.diff or "", baseline)
         return {rel: text for rel, text in after.items() if text != baseline.get(rel)}
-
-
-class _PackageLacks(Exception):
-    pass
 
 
 def check_device(task: Task, device: str | None) -> str | None:

@@ -16,7 +16,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from evaluator.benchmark import PackageSource, fetched_root, source_of
+
 BUNDLED_TASKS = Path(__file__).resolve().parent.parent / "tasks"
+OFFICIAL_URL = "https://github.com/one2piece2hello/LLM-Infra-Bench-faibench.git"  # benchmark.url's default
 TASKS_PATH_ENV = "PESFLOW_TASKS_PATH"
 # Never part of the image: the hidden grader and the reviewer's answers.
 NOT_IN_IMAGE = ("tests", "solution")
@@ -116,6 +119,7 @@ class Task(BaseModel):
     anchor: Anchor
     reward_class: Literal["performance", "implementation"]
     content_hash: str
+    source: PackageSource  # where it comes from; official or pesflow's re-creation
 
     @property
     def source_root(self) -> str:
@@ -147,6 +151,12 @@ class Task(BaseModel):
     def forbidden(self) -> list[str]:
         return self.toml.verifier.forbidden_edit_paths
 
+    def has_dev_engine(self) -> bool:
+        """Does the package bake an in-session dev engine into /opt/loop (score_engine.sh, or a
+        private test.sh)? Read off the package's files, before anything is built."""
+        loop = self.root / "environment" / "loop"
+        return any((loop / rel).is_file() for rel in ("score_engine.sh", "private/dev_tests/test.sh", "private/tests/test.sh"))
+
     def instruction(self) -> str:
         return (self.root / self.toml.task.instruction).read_text()
 
@@ -161,9 +171,13 @@ class Task(BaseModel):
 
 
 def task_roots(explicit: list[str | Path] | None = None) -> list[Path]:
-    """Roots to search, highest priority first: --tasks-root, PESFLOW_TASKS_PATH, bundled."""
+    """Roots to search, highest priority first: --tasks-root, PESFLOW_TASKS_PATH, the benchmark
+    `pesflow tasks fetch` fetched, pesflow's bundled re-creations."""
     roots: list[Path] = [Path(r) for r in (explicit or [])]
     roots += [Path(p) for p in os.environ.get(TASKS_PATH_ENV, "").split(os.pathsep) if p]
+    fetched = fetched_root()
+    if fetched is not None:
+        roots.append(fetched)
     roots.append(BUNDLED_TASKS)
     out: list[Path] = []
     for r in roots:
@@ -244,31 +258,60 @@ def _scope(toml: TaskToml, path: Path) -> list[str]:
     return out
 
 
+def anchor_number(v: Any) -> float | None:
+    """An anchor as packages write it: a number, digits in a string, or a record holding its
+    `value` (the e2e manifests: {value, status, metric, ...})."""
+    if isinstance(v, dict):
+        return anchor_number(v.get("value"))
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        digits = "".join(c for c in v if c.isdigit() or c == ".")
+        try:
+            return float(digits)
+        except ValueError:
+            return None
+    return None
+
+
+def _manifest_anchor(data: Any) -> Any:
+    """ref_speedup at the top of a manifest, or under the sections the e2e manifests nest it in."""
+    if not isinstance(data, dict):
+        return None
+    for where in (data, data.get("thresholds"), data.get("reward_model")):
+        if isinstance(where, dict) and where.get("ref_speedup") is not None:
+            return where["ref_speedup"]
+    return None
+
+
 def read_anchor(root: Path, toml: TaskToml) -> Anchor:
-    """The anchor as the grader resolves it: tests/ref_speedup.txt, then the manifest, then task.toml."""
+    """The anchor as the grader resolves it: tests/ref_speedup.txt, then the manifests, then task.toml."""
     cal = toml.primary_metric.calibrated_on
     txt = root / "tests" / "ref_speedup.txt"
     if txt.is_file():
-        digits = "".join(c for c in txt.read_text() if c.isdigit() or c == ".")
-        try:
-            return Anchor(value=float(digits), source="tests/ref_speedup.txt", calibrated_on=cal)
-        except ValueError:
-            raise TaskError(f"{txt}: holds no number ({txt.read_text()[:40]!r}); write the anchor's digits only, e.g. 3.2") from None
-    for rel in ("environment/verifier-correctness-manifest.json", "tests/verifier-correctness-manifest.json"):
+        value = anchor_number(txt.read_text())
+        if value is None:
+            raise TaskError(f"{txt}: holds no number ({txt.read_text()[:40]!r}); write the anchor's digits only, e.g. 3.2")
+        return Anchor(value=value, source="tests/ref_speedup.txt", calibrated_on=cal)
+    for rel in ("environment/verifier-correctness-manifest.json", "tests/verifier-correctness-manifest.json",
+                "tests/reward_manifest.json"):
         man = root / rel
         if man.is_file():
             try:
-                v = json.loads(man.read_text()).get("ref_speedup")
-            except (json.JSONDecodeError, AttributeError):
-                raise TaskError(f"{man}: not a JSON object; fix the file or remove it") from None
-            if v is not None:
-                return Anchor(value=float(v), source=rel, calibrated_on=cal)
+                raw = _manifest_anchor(json.loads(man.read_text()))
+            except json.JSONDecodeError:
+                raise TaskError(f"{man}: not valid JSON; fix the file or remove it") from None
+            value = anchor_number(raw)
+            if value is not None:
+                return Anchor(value=value, source=rel, calibrated_on=cal)
     if toml.primary_metric.ref_speedup is not None:
         return Anchor(value=toml.primary_metric.ref_speedup, source="task.toml", calibrated_on=cal)
     return Anchor(value=None, source="none", calibrated_on=cal)
 
 
-def load_task(name: str, roots: list[str | Path] | None = None) -> Task:
+def load_task(name: str, roots: list[str | Path] | None = None, official_url: str = OFFICIAL_URL) -> Task:
     root = find_task(name, roots)
     toml_path = root / "task.toml"
     toml = _read_toml(toml_path)
@@ -286,6 +329,8 @@ def load_task(name: str, roots: list[str | Path] | None = None) -> Task:
     reward_class: Literal["performance", "implementation"] = (
         "implementation" if kind in ("implementation", "correctness") else "performance"
     )
+    content_hash = package_hash(root)
+    tasks_root = pkg_dir.parent.parent
     return Task(
         name=f"{bench}/{dir_}",
         bench=bench,
@@ -296,5 +341,6 @@ def load_task(name: str, roots: list[str | Path] | None = None) -> Task:
         scope=_scope(toml, toml_path),
         anchor=read_anchor(root, toml),
         reward_class=reward_class,
-        content_hash=package_hash(root),
+        content_hash=content_hash,
+        source=source_of(root, tasks_root, content_hash, official_url),
     )

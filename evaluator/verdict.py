@@ -10,6 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from evaluator.scoring import DevFigure
+
 
 class Status(str, Enum):
     ok = "ok"  # graded, whatever the reward
@@ -26,9 +28,15 @@ class Tests(BaseModel):
 
 
 class PackageRef(BaseModel):
+    """Which package was graded, and where it comes from (evaluator/benchmark.py)."""
+
     name: str
     path: str
     content_hash: str
+    root: str | None = None  # the tasks root it was found in
+    repo: str | None = None
+    commit: str | None = None
+    official: bool | None = None  # the benchmark's own package (False: e.g. pesflow's re-creation)
 
 
 class Verdict(BaseModel):
@@ -52,9 +60,22 @@ class Verdict(BaseModel):
     message: str = ""  # one line on what happened, for people
     raw: dict[str, Any] = Field(default_factory=dict)  # the grader's reward.json as written
 
+    dev: DevFigure | None = None  # a dev engine's own figure, raw, with its kind (evaluator/scoring.py)
+    environment: dict[str, Any] | None = None  # image, or the local stand-in and how it differs from the pins
+
     @property
     def correct(self) -> bool:
-        return self.status == Status.ok and not self.hard_fail_reasons
+        """The one definition of a correct candidate: graded, and no gate against its code (the
+        gates about speed alone, e.g. not beating the anchor, say nothing against it)."""
+        return self.status in (Status.ok, Status.hard_fail) and not code_reasons(self.hard_fail_reasons)
+
+
+SPEED_ONLY_GATES = frozenset({"speedup_not_above_baseline", "speedup_not_above_anchor", "ref_speedup_invalid"})
+
+
+def code_reasons(reasons: list[str]) -> list[str]:
+    """The hard fails that speak against the code, leaving out those about speed alone."""
+    return [r for r in reasons if r not in SPEED_ONLY_GATES]
 
 
 # Gates that say the grading itself was tampered with, so that its figures are not figures:

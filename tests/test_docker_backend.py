@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.search import code_reasons
+from evaluator.verdict import code_reasons
 from evaluator.backends import archive
 from evaluator.backends.base import InfraError
 from evaluator.backends.build_context import DOCKERFILE, GEN_DIR, base_images, build_context, rewrite
@@ -174,7 +174,7 @@ def dev(engine_url, tmp_path_factory):
 
 def _gist(v) -> tuple[str, list[str]]:  # noqa: ANN001
     """What must agree across backends: the status and the named reasons, timing noise aside."""
-    reasons = sorted(code_reasons(v))
+    reasons = sorted(code_reasons(v.hard_fail_reasons))
     status = "ok" if v.status == Status.hard_fail and not reasons else v.status.value
     return status, reasons
 

@@ -38,7 +38,7 @@ from evaluator.limits import DISK_QUOTA, HOST_OUT_OF_MEMORY, Limits, pid_alive, 
 from evaluator.task import BUNDLED_TASKS, NOT_IN_IMAGE, Task, package_hash
 from evaluator.verdict import read_reward_file
 
-BACKEND_VERSION = "local-7"  # bump to invalidate prepared layers when the replay or the root changes
+BACKEND_VERSION = "local-8"  # bump to invalidate prepared layers when the replay or the root changes
 PESFLOW_TREE = BUNDLED_TASKS.parent
 EROFS = "Read-only file system"
 

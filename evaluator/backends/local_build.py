@@ -11,6 +11,7 @@ makes see the stand-in python's site-packages (after their own).
 from __future__ import annotations
 
 import fnmatch
+import json
 import os
 import re
 import shutil
@@ -24,7 +25,7 @@ from evaluator import dockerfile, sandbox
 from evaluator.backends.base import InfraError
 from evaluator.backends.local_root import Layout, RootPlan, make_skeleton
 from evaluator.backends.local_root import script as root_script
-from evaluator.backends.standin import StandIn
+from evaluator.backends.standin import VERSIONS_PROBE, StandIn, differences, dockerfile_pins
 from evaluator.config import LocalConfig
 from evaluator.task import Task
 
@@ -86,8 +87,13 @@ class Build:
             self.log.close()
             shutil.rmtree(self.upper / ".pesflow-build", ignore_errors=True)
         self._expose_host_site_packages()
+        present = self._versions()
+        pins = dockerfile_pins(steps, {})
+        environment = {"kind": "stand-in", "python": self.stand_in.python, "pinned": pins, "present": present,
+                       "differences": differences(pins, present)}
         return {
             "env": self.env, "workdir": self.workdir, "shell": self.shell, "warnings": self.warnings,
+            "environment": environment,
             "dev_engine": self._dev_engine(), "python": self.stand_in.python, "backend": self.version,
             "task": self.task.name,
         }
@@ -227,6 +233,22 @@ class Build:
             )
 
     # after the replay --------------------------------------------------------
+    def _versions(self) -> dict[str, str | None]:
+        """What a grading's python has (the image's venv, seeing the stand-in), asked in the root."""
+        env = {**self.env, "HOME": "/root", "PYTHONDONTWRITEBYTECODE": "1"}
+        cmd = f"python3 -c {sandbox.q(VERSIONS_PROBE)}"
+        body = root_script(self.plan.build_lines(self.home / "work")) + \
+            f"echo {READY}\nexec {sandbox.chroot_command(self.plan.root, env, self.workdir, cmd)}\n"
+        res = sandbox.run(body, network=False, timeout=120)
+        for line in res.output.splitlines():
+            if line.startswith("@@versions:"):
+                try:
+                    return json.loads(line[len("@@versions:"):])
+                except ValueError:
+                    break
+        self.warn(f"could not read the grading python's versions: {last_line(res.output)}")
+        return {}
+
     def _link_python(self) -> None:
         """python3 where the python:3.11 images keep it, pointing at the host's interpreter."""
         bin_dir = self.plan.image_at("/usr/local/bin")

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from evaluator import dockerfile
+
 
 class StandInError(Exception):
     """The stand-in python cannot be used: the machine's problem, named with its fix."""
@@ -119,3 +121,54 @@ def stand_in_fault(text: str, python: str, package_root: Path) -> str | None:
             return (f"the stand-in python ({python}) has no module {name!r}, which the package imports; install it there "
                     f"({python} -m pip install {name}), set evaluator.local.python to one that has it, or use --backend docker")
     return None
+
+
+# ---------------------------------------------------------------- what the image pins vs what stands in
+PINNED = ("torch", "triton", "vllm", "flash-attn", "numpy")
+_PIN = re.compile(r"(?<![\w.-])(torch|triton|vllm|flash[-_]attn|numpy)==([0-9][\w.+-]*)")
+VERSIONS_PROBE = (
+    "import json, sys\n"
+    "from importlib import metadata\n"
+    "out = {'python': '%d.%d.%d' % sys.version_info[:3]}\n"
+    "for name in ('torch', 'triton', 'vllm', 'flash-attn', 'numpy'):\n"
+    "    try:\n        out[name] = metadata.version(name)\n"
+    "    except Exception:\n        out[name] = None\n"
+    "try:\n    import torch\n    out['cuda'] = torch.version.cuda\n"
+    "except Exception:\n    out['cuda'] = None\n"
+    "print('@@versions:' + json.dumps(out))\n"
+)
+
+
+def dockerfile_pins(steps: list[dockerfile.Instruction], args: dict[str, str]) -> dict[str, str]:
+    """What a Dockerfile pins: the base image's python and CUDA, and `name==version` installs."""
+    pins: dict[str, str] = {}
+    scope = dict(args)
+    for step in steps:
+        if step.kind == "ARG":
+            for k, v in dockerfile.parse_key_values(step.text, scope):
+                scope.setdefault(k, v)
+        elif step.kind == "FROM":
+            image = dockerfile.expand(step.text.split()[0], scope)
+            m = re.search(r"python:(\d+\.\d+)", image)
+            if m:
+                pins["python"] = m.group(1)
+            m = re.search(r"cuda:(\d+\.\d+)", image)
+            if m:
+                pins["cuda"] = m.group(1)
+                if "ubuntu22.04" in image:
+                    pins.setdefault("python", "3.10")  # the CUDA images' system python
+        elif step.kind == "RUN":
+            for name, version in _PIN.findall(dockerfile.expand(step.shell_script(), scope)):
+                pins[name.replace("_", "-")] = version
+    return pins
+
+
+def differences(pins: dict[str, str], present: dict[str, str | None]) -> list[str]:
+    """Each pinned component the grading root has at another version, in one line."""
+    out = []
+    for name, want in pins.items():
+        have = present.get(name)
+        base = (have or "").split("+")[0]
+        if have is None or not (base == want or base.startswith(want + ".")):
+            out.append(f"{name}: the Dockerfile pins {want}, the stand-in has {have or 'none'}")
+    return out

@@ -1,0 +1,145 @@
+"""The official Φ-Bench checkout: fetched at a pinned commit, and every package's source named.
+
+`pesflow tasks fetch` clones the benchmark's public repository into pesflow's cache at a
+pinned commit and records where (`<cache>/benchmark.json`); task names then resolve there
+after `--tasks-root` and PESFLOW_TASKS_PATH, before the bundled packages. Every verdict and
+run.json carries a package's source: the root it was found in, the repository and commit it
+comes from, and whether it is the official package (a clean checkout of the benchmark's
+repository) or not (pesflow's bundled re-creation, a modified checkout, any other folder).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import BaseModel
+
+CACHE_HOME_ENV = "PESFLOW_CACHE_HOME"  # where benchmark.json lives (default ~/.cache/pesflow)
+BUNDLED = Path(__file__).resolve().parent.parent / "tasks"
+
+
+class FetchError(Exception):
+    """The benchmark could not be fetched: one line naming the cause and the fix."""
+
+
+class PackageSource(BaseModel):
+    root: str  # the tasks root the package was found in
+    repo: str | None  # the repository it comes from (None: not a git checkout)
+    commit: str | None
+    official: bool  # a clean checkout of the official benchmark (not pesflow's re-creation)
+    content_hash: str
+    note: str = ""  # why it is not official, for people
+
+
+def cache_home() -> Path:
+    return Path(os.environ.get(CACHE_HOME_ENV) or "~/.cache/pesflow").expanduser()
+
+
+def pointer_path() -> Path:
+    return cache_home() / "benchmark.json"
+
+
+def fetched() -> dict | None:
+    """What `pesflow tasks fetch` recorded (dir, url, commit), if its checkout is still there."""
+    try:
+        rec = json.loads(pointer_path().read_text())
+    except (OSError, ValueError):
+        return None
+    return rec if isinstance(rec, dict) and (Path(rec.get("dir", "")) / "tasks").is_dir() else None
+
+
+def fetched_root() -> Path | None:
+    rec = fetched()
+    return Path(rec["dir"]) / "tasks" if rec else None
+
+
+def _git(*args: str, cwd: Path | None = None, timeout: float = 600) -> str:
+    try:
+        r = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    except FileNotFoundError:
+        raise FetchError("git is not installed; install it (apt-get install git)") from None
+    except subprocess.TimeoutExpired:
+        raise FetchError(f"git {args[0]} took longer than {timeout:g} s; check the network or pass --dir to a checkout") from None
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        raise FetchError(f"git {args[0]} failed: {last}")
+    return r.stdout.strip()
+
+
+def fetch(url: str, ref: str, dest: Path) -> dict:
+    """Clone (or update) `url` into `dest` and check out `ref` (a commit, tag or branch), detached;
+    record it as the benchmark later commands use. Returns the record."""
+    dest = dest.expanduser().resolve()
+    if (dest / ".git").is_dir():
+        _git("remote", "set-url", "origin", url, cwd=dest)
+        _git("fetch", "--quiet", "origin", cwd=dest)
+    elif dest.exists() and any(dest.iterdir()):
+        raise FetchError(f"{dest} exists and is not a git checkout; pass another --dir or remove it")
+    else:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        _git("clone", "--quiet", "--no-checkout", url, str(dest))
+    try:
+        _git("checkout", "--quiet", "--detach", ref, cwd=dest)
+    except FetchError:
+        _git("checkout", "--quiet", "--detach", f"origin/{ref}", cwd=dest)
+    commit = _git("rev-parse", "HEAD", cwd=dest)
+    if not (dest / "tasks").is_dir():
+        raise FetchError(f"{url} at {commit[:12]} has no tasks/ folder: not the Φ-Bench repository? fix benchmark.url")
+    rec = {"dir": str(dest), "url": url, "ref": ref, "commit": commit,
+           "fetched": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    pointer_path().parent.mkdir(parents=True, exist_ok=True)
+    tmp = pointer_path().with_suffix(".tmp")
+    tmp.write_text(json.dumps(rec, indent=1))
+    tmp.replace(pointer_path())
+    source_of.cache_clear()
+    return rec
+
+
+def _norm_url(url: str | None) -> str:
+    """github.com/owner/name for the usual spellings (https, ssh, .git); a local path as itself."""
+    if not url:
+        return ""
+    u = url.strip().rstrip("/")
+    u = re.sub(r"\.git$", "", u)
+    u = re.sub(r"^(https?://|ssh://|git://)", "", u)
+    u = re.sub(r"^git@([^:]+):", r"\1/", u)
+    u = re.sub(r"^[^@/]+@", "", u)
+    return os.path.abspath(u) if u.startswith(("/", ".")) else u.lower()
+
+
+@lru_cache(maxsize=256)
+def source_of(package_root: Path, tasks_root: Path, content_hash: str, official_url: str) -> PackageSource:
+    """Where a package comes from. Official: a clean checkout of `official_url` (or of what
+    `pesflow tasks fetch` fetched); pesflow's bundled packages never are."""
+    base = {"root": str(tasks_root), "content_hash": content_hash}
+    if package_root.is_relative_to(BUNDLED):
+        commit = _try_git("rev-parse", "HEAD", cwd=BUNDLED)
+        return PackageSource(**base, repo="pesflow (bundled re-creation)", commit=commit, official=False,
+                             note="pesflow's own re-creation of the task, not the benchmark's package")
+    top = _try_git("rev-parse", "--show-toplevel", cwd=package_root)
+    if top is None:
+        return PackageSource(**base, repo=None, commit=None, official=False, note="not a git checkout")
+    url = _try_git("config", "--get", "remote.origin.url", cwd=Path(top))
+    commit = _try_git("rev-parse", "HEAD", cwd=Path(top))
+    rec = fetched()
+    wanted = {_norm_url(official_url)} | ({_norm_url(rec["url"])} if rec else set())
+    is_official_repo = bool(url) and _norm_url(url) in wanted
+    dirty = _try_git("status", "--porcelain", "--", str(package_root), cwd=Path(top))
+    if not is_official_repo:
+        return PackageSource(**base, repo=url, commit=commit, official=False, note="not a checkout of the benchmark's repository")
+    if dirty:
+        return PackageSource(**base, repo=url, commit=commit, official=False, note="the checkout's copy of the package is modified")
+    return PackageSource(**base, repo=url, commit=commit, official=True)
+
+
+def _try_git(*args: str, cwd: Path) -> str | None:
+    try:
+        return _git(*args, cwd=cwd, timeout=30)
+    except FetchError:
+        return None

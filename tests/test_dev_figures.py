@@ -1,0 +1,118 @@
+"""One meaning for every verdict field: a dev engine's own figure is kept raw with its kind;
+`speedup` is over the baseline and `reward` the benchmark's formula, whatever the engine wrote.
+And the reviewer's modes as each package dispatches them."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evaluator.config import EvaluatorConfig, LocalConfig
+from evaluator.grader import Evaluator
+from evaluator.modes import artifacts, mode_variables, request, self_dispatched
+from evaluator.scoring import benchmark_reward, dev_figure, speedup_from_dev
+from evaluator.task import load_task
+from evaluator.verdict import Status
+from tests.conftest import FIXTURES, REPO, needs_root, toy_tasks_root
+from tests.llm_server import ScriptedLLMServer
+
+
+def test_dev_figure_kinds_from_the_baselines_own_figure():
+    assert dev_figure({"speedup": 3.0}, {"speedup": 1.02}).kind == "vs_baseline"
+    vs_oracle = dev_figure({"speedup": 0.9, "reward": 0.9}, {"speedup": 0.3})
+    assert vs_oracle.kind == "vs_oracle" and vs_oracle.key == "speedup" and speedup_from_dev(vs_oracle) == pytest.approx(3.0)
+    proxy = dev_figure({"dev_score": 440.0, "dev_metric": "GB/s"}, {"dev_score": 110.0})
+    assert proxy.kind == "absolute:GB/s" and speedup_from_dev(proxy) == pytest.approx(4.0)
+    broken_baseline = dev_figure({"speedup": 1.01}, {"speedup": 0.0})  # a stub baseline the engine scores 0
+    assert broken_baseline.kind == "vs_oracle" and speedup_from_dev(broken_baseline) is None
+    assert dev_figure({"reward": 2.0}, None).kind == "unknown"
+
+
+def test_the_benchmarks_reward_formula():
+    assert benchmark_reward(4.0, 4.0, True, False) == 0.0  # tying the anchor scores 0
+    assert benchmark_reward(8.0, 4.0, True, False) == pytest.approx(0.5)  # ref ** 1.5
+    assert benchmark_reward(64.0, 4.0, True, False) == 1.0  # capped
+    assert benchmark_reward(8.0, 4.0, False, False) == 0.0 and benchmark_reward(None, 4.0, True, False) == 0.0
+    assert benchmark_reward(None, None, True, True) == 1.0 and benchmark_reward(2.0, 1.0, True, False) == 0.0
+    assert math.isclose(benchmark_reward(3.0, 2.0, True, False), math.log(1.5) / math.log(2.0))
+
+
+def vs_oracle_toy(root: Path) -> Path:
+    """The toy whose dev engine reports the reference's time over the candidate's (its baseline
+    about 0.02), and writes that figure as its `reward` too, as the benchmark's wre engines do."""
+    pkg = toy_tasks_root(root)
+    grade = pkg / "environment/loop/private/dev_tests/grade.py"
+    text = grade.read_text()
+    text = text.replace('out = {"mode": mode, "reward": reward, "speedup": round(speedup, 4),',
+                        'out = {"mode": mode, "reward": round(speedup / 50, 6), "speedup": round(speedup / 50, 6),')
+    assert "speedup / 50" in text
+    grade.write_text(text)
+    return pkg
+
+
+@needs_root
+def test_a_vs_oracle_dev_engine_is_named_and_turned_into_speedup_over_the_baseline(tmp_path, cache_dir):
+    vs_oracle_toy(tmp_path / "tasks")
+    ev = Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache_dir))), tasks_roots=[tmp_path / "tasks"],
+                   log_root=tmp_path / "logs")
+    noop = ev.evaluate("kfc/toy-sum", mode="noop", grader="dev")
+    oracle = ev.evaluate("kfc/toy-sum", mode="oracle", grader="dev")
+    hidden = ev.evaluate("kfc/toy-sum", mode="oracle", grader="hidden")
+    assert noop.dev.kind == "vs_oracle" and noop.speedup == pytest.approx(1.0) and noop.reward == 0.0
+    assert oracle.dev.kind == "vs_oracle" and oracle.dev.value == pytest.approx(hidden.speedup / 50, rel=1e-3)
+    assert oracle.speedup == pytest.approx(hidden.speedup, rel=1e-3)  # over the baseline, as the hidden grader says
+    assert oracle.reward == pytest.approx(hidden.reward)  # the benchmark's formula, not the engine's "reward"
+    assert oracle.raw["reward"] == oracle.dev.value  # the engine's own number stays raw
+
+
+@needs_root
+def test_a_search_on_a_vs_oracle_package_finds_the_reference_and_names_the_figure(tmp_path, cache_dir, monkeypatch):
+    from tests.test_leak_guard import engineer
+    from tests.test_loop import config
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789abcdefghij")
+    from agent.runner import start_run
+
+    vs_oracle_toy(tmp_path / "tasks")
+    with ScriptedLLMServer(engineer) as server:
+        run_dir, status = start_run(config(tmp_path, cache_dir, server, **{"loop.rounds": 1}), "kfc/toy-sum",
+                                    [str(tmp_path / "tasks")])
+    run = json.loads((run_dir / "run.json").read_text())
+    assert status == "finished" and run["best"]["id"] == "r01-c0" and run["best"]["dev_speedup"] > 100
+    verdict = json.loads((run_dir / "rounds/01/executor/r01-c0/verdict.json").read_text())
+    assert verdict["dev"]["kind"] == "vs_oracle" and verdict["speedup"] > 100
+
+
+def test_modes_follow_the_packages_own_dispatch(toy_package):
+    t = load_task(str(toy_package))
+    assert [p.name for p in artifacts(t, "oracle")] == ["oracle.patch"] and mode_variables(t) == ["KERNELBENCH_VERIFY_MODE"]
+    hidden = request(t, "oracle", "hidden", None)
+    assert hidden.env["KERNELBENCH_ORACLE_PATCH"] == "/.pesflow-reviewer/oracle.patch" and hidden.source is None
+    dev = request(t, "oracle", "dev", None)
+    assert dev.source is not None and dev.env["KERNELBENCH_VERIFY_MODE"] == "candidate"
+    # a grader that keeps its reference in tests/ and reads its mode from a variable of its own
+    (toy_package / "solution/oracle.patch").unlink()
+    sh = toy_package / "tests/test.sh"
+    sh.write_text(sh.read_text().replace('MODE="${KERNELBENCH_VERIFY_MODE:-candidate}"', 'MODE="${1:-${WRE_MODE:-candidate}}"'))
+    t = load_task(str(toy_package))
+    assert mode_variables(t) == ["KERNELBENCH_VERIFY_MODE", "WRE_MODE"] and self_dispatched(t, "oracle")
+    r = request(t, "oracle", "hidden", None)
+    assert r.env == {"KERNELBENCH_VERIFY_MODE": "oracle", "WRE_MODE": "oracle"} and "held in tests/" in r.artifact
+    from evaluator.modes import PackageLacks
+
+    with pytest.raises(PackageLacks, match="only the hidden grader sees"):
+        request(t, "oracle", "dev", None)
+
+
+def test_a_search_without_a_dev_engine_is_refused_at_start_in_one_line(toy_package, tmp_path):
+    shutil.rmtree(toy_package / "environment/loop")
+    r = subprocess.run([sys.executable, "-m", "agent.cli", "run", str(toy_package), "--llm", "openai:m", "--out", str(tmp_path / "runs")],
+                       cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "no dev engine" in r.stderr and "--grader hidden" in r.stderr and not (tmp_path / "runs").exists()
