@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from agent.config import ConfigError, load_config
+from evaluator.benchmark import say_source
 from evaluator.candidate import CandidateError
 from evaluator.task import TaskError
 
@@ -161,11 +162,9 @@ def cmd_evaluate(args: argparse.Namespace, config, console: Console) -> int:  # 
 
     if args.mode != "candidate" and args.candidate:
         raise CandidateError("bad_arguments", f"--candidate goes with --mode candidate, not --mode {args.mode}")
-    from agent.runner import note_source
-
     ev = _evaluator(args, config)
     task = ev.task(args.task)
-    note_source(task)
+    say_source(task.name, task.root, task.source)
     try:
         v = ev.evaluate(task, mode=args.mode, candidate=Path(args.candidate) if args.candidate else None,
                         grader=args.grader, out_dir=Path(args.out) if args.out else None, device=args.device)
@@ -186,11 +185,9 @@ def cmd_evaluate(args: argparse.Namespace, config, console: Console) -> int:  # 
 def cmd_calibrate(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
     from evaluator.calibrate import calibrate
 
-    from agent.runner import note_source
-
     ev = _evaluator(args, config)
     task = ev.task(args.task)
-    note_source(task)
+    say_source(task.name, task.root, task.source)
     cal = calibrate(ev, task, repeats=args.repeats or config.evaluator.calibrate_repeats, write=not args.dry_run)
     if args.json:
         print(cal.model_dump_json())

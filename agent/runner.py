@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -17,6 +16,7 @@ from agent.leak_guard import LeakGuard
 from agent.run_store import RunStore
 from agent.search import Search, new_run_dir, run_metadata
 from evaluator.grader import Evaluator
+from evaluator.benchmark import say_source
 from evaluator.task import load_task
 
 ROLES = ("planner", "executor", "summarizer")
@@ -30,15 +30,6 @@ class NoLLMConfigured(Exception):
     def __init__(self, run_dir: Path):
         super().__init__(HOW_TO_CONFIGURE)
         self.run_dir = run_dir
-
-
-def note_source(task) -> None:  # noqa: ANN001 - an evaluator.task.Task
-    """One line on stderr when a task name resolved to something other than the official package."""
-    if not task.source.official:
-        hint = "; `pesflow tasks fetch` gets the official package" if task.source.root.endswith("/tasks") and \
-            "bundled" in (task.source.repo or "") else ""
-        print(f"pesflow: {task.name} is {task.source.note or 'not the official package'} ({task.root}){hint}",
-              file=sys.stderr)
 
 
 def check_grader(task, grader: str) -> None:  # noqa: ANN001 - an evaluator.task.Task
@@ -96,7 +87,7 @@ def start_run(cfg: Config, task_name: str, roots: list[str], console: Console | 
               run_dir: Path | None = None, recorded: Recorded | None = None) -> tuple[Path, str]:
     task = load_task(task_name, roots, cfg.benchmark.url)
     check_grader(task, cfg.evaluator.grader)
-    note_source(task)
+    say_source(task.name, task.root, task.source)
     out = Path(cfg.run.out).resolve()
     run_dir = run_dir or new_run_dir(out, task, cfg.loop.seed)
     clients = make_clients(cfg)

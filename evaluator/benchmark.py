@@ -14,6 +14,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
@@ -143,3 +144,11 @@ def _try_git(*args: str, cwd: Path) -> str | None:
         return _git(*args, cwd=cwd, timeout=30)
     except FetchError:
         return None
+
+
+def say_source(name: str, root: Path, source: PackageSource) -> None:
+    """The one line (stderr) a command says when a task name resolved to something not official."""
+    if source.official:
+        return
+    hint = "; `pesflow tasks fetch` gets the official package" if "bundled" in (source.repo or "") else ""
+    print(f"pesflow: {name} is {source.note or 'not the official package'} ({root}){hint}", file=sys.stderr)

@@ -58,6 +58,8 @@ def mode_variables(task: Task) -> list[str]:
 def self_dispatched(task: Task, kind: str) -> bool:
     """Does the hidden grader switch to its own `kind` reference (held in tests/) by itself?"""
     text = _test_sh(task)
+    if re.search(rf"KERNELBENCH_{kind.upper()}_(PATCH|FILE)", text):
+        return False  # its branch for the mode takes the reviewer's file: none shipped, nothing to grade
     return bool(re.search(rf"^\s*{kind}\)|[\"']{kind}[\"']\s*\)|=\s*[\"']?{kind}[\"']?\s*\]", text, re.M))
 
 

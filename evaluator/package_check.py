@@ -34,7 +34,7 @@ from evaluator.verdict import Status, Verdict, code_reasons
 
 ANCHOR_BAND = (0.8, 1.25)
 CLASSES = ("ok", "anchor_differs", "package_defect", "environment_differs", "needs_gpu", "unsupported")
-CHECK_VERSION = "check-1"  # bump when a rule changes: earlier results are then checked again
+CHECK_VERSION = "check-2"  # bump when a rule changes: earlier results are then checked again
 _ERROR = re.compile(r"(Traceback|Error|error:|FAIL|fatal|Assertion|No module named|cannot|not found)", re.I)
 _ENV_HINTS = re.compile(r"No module named|import_origin|version|torch|triton|vllm|flash.?attn|cuda|libcu|nvcc|GLIBC", re.I)
 
@@ -68,16 +68,21 @@ class PackageCheck(BaseModel):
 
 
 def first_error(v: Verdict) -> str:
-    """The first line of the grader's output or logs that reads like an error, or the message."""
+    """The first error the grader's output or logs show (a traceback's exception line, not its
+    header), or the verdict's message."""
     if v.log_dir:
         d = Path(v.log_dir)
         for p in [d / "grader_output.log", *sorted((d / "logs").rglob("*.log"))] if d.is_dir() else []:
             try:
-                for line in p.read_text(errors="replace").splitlines():
-                    if _ERROR.search(line) and not line.startswith("@@pesflow"):
-                        return line.strip()[:240]
+                lines = p.read_text(errors="replace").splitlines()
             except OSError:
                 continue
+            for i, line in enumerate(lines):
+                if line.startswith("Traceback"):
+                    exc = next((ln for ln in lines[i + 1:] if ln and not ln[0].isspace()), line)
+                    return exc.strip()[:240]
+                if _ERROR.search(line) and not line.startswith("@@pesflow"):
+                    return line.strip()[:240]
     return v.message[:240]
 
 
@@ -135,7 +140,7 @@ def classify(task: Task, results: list[ModeResult], environment: dict | None) ->
         msg = noop.first_error
         if re.search(r"multi-stage|COPY --from|not replayed", msg):
             return "unsupported", msg, None
-        if _ENV_HINTS.search(msg) and (diffs or "stand-in" in msg):
+        if _ENV_HINTS.search(msg) and (diffs or "stand-in" in msg):  # e.g. a smoke step after skipped installs
             return "environment_differs", msg + env_note, None
         return "package_defect", f"the package cannot be prepared: {msg}", None
     if not oracles:
@@ -146,9 +151,11 @@ def classify(task: Task, results: list[ModeResult], environment: dict | None) ->
         why = o.first_error or ", ".join(o.reasons) or o.status
         if any("stand-in python" in r.first_error for r in hidden):
             return "environment_differs", why, None
+        if diffs and _ENV_HINTS.search(" ".join([why, *o.reasons])):  # the failure points at what differs
+            return "environment_differs", f"{', '.join(o.reasons[:3]) or o.status}: {why}{env_note}", None
         if noop.reasons and _code_fails(noop) and _code_fails(noop)[:1] == _code_fails(o)[:1]:
             return "package_defect", f"noop and oracle fail the same way ({_code_fails(o)[0]}): {why}", None
-        if diffs and (_ENV_HINTS.search(why) or not _code_fails(noop)):
+        if diffs and not _code_fails(noop):
             return "environment_differs", why + env_note, None
         return "package_defect", f"the oracle fails: {why}", None
     o = good[0]

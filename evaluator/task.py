@@ -49,6 +49,7 @@ class _TaskSection(_Section):
 class _EnvironmentSection(_Section):
     docker_image: str | None = None
     dockerfile: str = "environment/Dockerfile"
+    dockerfile_single_shot: str | None = None  # a loop overlay's base (e2e packages), built first
     build_timeout_sec: float = 3600
     cpus: float | None = None
     memory_mb: int | None = None
@@ -154,8 +155,10 @@ class Task(BaseModel):
     def has_dev_engine(self) -> bool:
         """Does the package bake an in-session dev engine into /opt/loop (score_engine.sh, or a
         private test.sh)? Read off the package's files, before anything is built."""
-        loop = self.root / "environment" / "loop"
-        return any((loop / rel).is_file() for rel in ("score_engine.sh", "private/dev_tests/test.sh", "private/tests/test.sh"))
+        loops = [self.root / "environment" / "loop", self.dockerfile.parent / "opt_loop",
+                 self.root / "environment" / "loop_overlay" / "opt_loop"]
+        return any((loop / rel).is_file() for loop in loops
+                   for rel in ("score_engine.sh", "private/dev_tests/test.sh", "private/tests/test.sh"))
 
     def instruction(self) -> str:
         return (self.root / self.toml.task.instruction).read_text()

@@ -63,32 +63,54 @@ class Build:
         self.workdir = "/"
         self.shell = ["/bin/sh", "-c"]
         self.ignore = _dockerignore(task.root)
+        self.dockerfile_dir = task.dockerfile.parent
 
     def warn(self, msg: str) -> None:
         self.warnings.append(msg)
         self.log.write(f"WARNING: {msg}\n")
 
-    def run(self) -> dict[str, Any]:
-        df = self.task.dockerfile
+    def _parse(self, df: Path) -> list[dockerfile.Instruction]:
         try:
             steps = dockerfile.parse(df.read_text(), df)
         except dockerfile.DockerfileError as e:
             raise InfraError(str(e)) from None
         if sum(1 for s in steps if s.kind == "FROM") > 1:
             raise InfraError(f"{df}: multi-stage Dockerfiles are not replayed by the local backend; use --backend docker")
+        return steps
+
+    def stages(self) -> list[Path]:
+        """The Dockerfiles to replay, in order. A loop overlay (`FROM ${BASE_IMAGE}`, the image the
+        package's own single-shot Dockerfile builds) comes after that base, replayed first."""
+        df = self.task.dockerfile
+        first = next((s for s in self._parse(df) if s.kind == "FROM"), None)
+        base_rel = self.task.toml.environment.dockerfile_single_shot or "environment/Dockerfile"
+        base = self.task.root / base_rel
+        if first is not None and "${" in first.text and base.is_file() and base.resolve() != df.resolve():
+            return [base, df]
+        return [df]
+
+    def run(self) -> dict[str, Any]:
         deadline = time.monotonic() + self.task.toml.environment.build_timeout_sec
         self._link_python()
+        all_steps: list[dockerfile.Instruction] = []
         try:
-            for n, step in enumerate(steps):
-                self.log.write(f"--- step {n} line {step.line}: {step.kind} {step.text[:200]}\n")
-                self.log.flush()
-                self._step(n, step, deadline)
+            for df in self.stages():
+                steps = self._parse(df)
+                self.dockerfile_dir = df.parent  # a COPY source not in the package root is looked for beside its Dockerfile
+                for n, step in enumerate(steps, start=len(all_steps)):
+                    self.log.write(f"--- {df.name} step {n} line {step.line}: {step.kind} {step.text[:200]}\n")
+                    self.log.flush()
+                    if step.kind == "FROM" and all_steps:
+                        self.log.write("the overlay's base is the image replayed above\n")
+                        continue
+                    self._step(n, step, deadline)
+                all_steps += steps
         finally:
             self.log.close()
             shutil.rmtree(self.upper / ".pesflow-build", ignore_errors=True)
         self._expose_host_site_packages()
         present = self._versions()
-        pins = dockerfile_pins(steps, {})
+        pins = dockerfile_pins(all_steps, {})
         environment = {"kind": "stand-in", "python": self.stand_in.python, "pinned": pins, "present": present,
                        "differences": differences(pins, present)}
         return {
@@ -142,8 +164,12 @@ class Build:
             if re.match(r"https?://", pattern):
                 self.warn(f"ADD {pattern} skipped: no remote downloads while replaying")
                 continue
-            matches = sorted(self.task.root.glob(pattern.lstrip("/"))) if any(c in pattern for c in "*?[") else [self.task.root / pattern.lstrip("/")]
-            matches = [m for m in matches if m.exists() and not self._ignored(m)]
+            matches = []
+            for ctx in (self.task.root, self.dockerfile_dir):
+                found = sorted(ctx.glob(pattern.lstrip("/"))) if any(c in pattern for c in "*?[") else [ctx / pattern.lstrip("/")]
+                matches = [m for m in found if m.exists() and not self._ignored(m)]
+                if matches:
+                    break
             if not matches:
                 raise InfraError(f"{self.task.dockerfile}:{step.line}: {step.kind} source {pattern!r} not found in the package; add it or fix the Dockerfile")
             for src in matches:
@@ -221,6 +247,7 @@ class Build:
         # Build steps keep the host's network, as `docker build` does: package installs need it.
         res = sandbox.run(body, network=True, timeout=min(remaining, self.config.step_timeout_sec))
         self.log.write(res.output + f"\n[exit {res.returncode}{' timeout' if res.timed_out else ''} in {res.seconds:.1f}s]\n")
+        self._expose_host_site_packages()  # a venv this step made sees the stand-in from the next step on
         if READY not in res.output:
             raise InfraError(f"sandbox setup failed while preparing {self.task.name}: {last_line(res.output)}")
         if res.returncode != 0 or res.timed_out:
@@ -228,9 +255,11 @@ class Build:
             if install and self.config.install_steps != "require":
                 self.warn(f"line {step.line}: package install step {what}; the host's software stands in: {last_line(res.output)}")
                 return
-            raise InfraError(
-                f"{self.task.dockerfile}:{step.line}: RUN {what}: {last_line(res.output)} (full log: {self.home / 'build.log'})"
-            )
+            skipped = [w for w in self.warnings if "package install step" in w]
+            why = (f"; {len(skipped)} package install step(s) before it did not run, so the stand-in python was all it had"
+                   if skipped else "")
+            raise InfraError(f"{self.task.dockerfile}:{step.line}: RUN {what}: {last_line(res.output)}{why} "
+                             f"(full log: {self.home / 'build.log'})")
 
     # after the replay --------------------------------------------------------
     def _versions(self) -> dict[str, str | None]:
