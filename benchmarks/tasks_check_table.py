@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
-from evaluator.package_check import CLASSES, PackageCheck, classify, load_results, markdown
-from evaluator.task import TaskError, load_task
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from evaluator.package_check import CLASSES, PackageCheck, classify, load_results, markdown  # noqa: E402
+from evaluator.task import TaskError, load_task  # noqa: E402
 
 
 def main() -> None:

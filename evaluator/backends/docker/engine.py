@@ -1,0 +1,51 @@
+"""Small calls to the container engine that the docker backend's other modules share: a script
+run as one exec (as root by default, with our own environment, never the image's), one file
+read out of a container, an exec's exit code, and an engine's error made short enough for a
+message. Only the SDK is used, never a docker binary.
+"""
+
+from __future__ import annotations
+
+import tarfile
+import time
+
+import docker
+from docker.errors import NotFound
+
+from evaluator.backends import archive
+
+OWN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}  # never the image's PATH (a venv a candidate can write)
+
+
+def _short(e: BaseException) -> str:
+    text = getattr(e, "explanation", None) or str(e)
+    return " ".join(str(text).split())[:300]
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in str(text).strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else "no output"
+
+
+def _exec(api: docker.APIClient, cid: str, script: str, *, args: list[str] = (), user: str = "0",
+               env: dict[str, str] | None = None) -> tuple[int, str]:  # type: ignore[assignment]
+    ex = api.exec_create(cid, ["/bin/sh", "-c", script, "pesflow", *args], user=user, environment={**OWN_ENV, **(env or {})})
+    out = api.exec_start(ex["Id"]).decode(errors="replace")
+    return _exit_code(api, ex["Id"]), out
+
+
+def _read_file(api: docker.APIClient, cid: str, path: str) -> tuple[bytes, tarfile.TarInfo] | None:
+    try:
+        stream, _ = api.get_archive(cid, path)
+    except NotFound:
+        return None
+    return archive.read_member(archive.as_file(stream))
+
+
+def _exit_code(api: docker.APIClient, exec_id: str) -> int:
+    for _ in range(50):  # the engine may report the exec as running for a moment after its stream ends
+        info = api.exec_inspect(exec_id)
+        if not info.get("Running") and info.get("ExitCode") is not None:
+            return int(info["ExitCode"])
+        time.sleep(0.02)
+    return -1
