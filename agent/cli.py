@@ -5,16 +5,30 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from agent.config import ConfigError, load_config
-from evaluator.benchmark import say_source
+from agent.experiments.matrix import load_baselines, run_matrix
+from agent.readers.audit import audit
+from agent.readers.loongflow.importer import default_import_dir, import_loongflow
+from agent.readers.report import write_report
+from agent.rundir.store import RunDirError
+from agent.llm.gateway import ModelUnreachable
+from agent.search.session import NoLLMConfigured, apply_run_flags, replay_run, resume_run, start_run
+from evaluator import sandbox
+from evaluator.benchmark import FetchError, fetch, say_source
+from evaluator.calibrate import CalibrationError, calibrate
 from evaluator.candidate import CandidateError
-from evaluator.task import TaskError
+from evaluator.catalog import locate
+from evaluator.evaluation import Evaluator, verdict_json
+from evaluator.package_check import PackageCheck, run_checks
+from evaluator.task import Task, TaskError, load_task
 
 # Exit codes: 0 graded fine, 1 the candidate failed (hard fail, scope, timeout),
 # 2 bad input, 3 the grader or our machinery failed.
@@ -112,8 +126,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _evaluator(args: argparse.Namespace, config):  # noqa: ANN001
-    from evaluator.grader import Evaluator
-
     if getattr(args, "backend", None):
         config.evaluator.backend = args.backend
     roots = [*args.tasks_root, *config.tasks_roots]
@@ -121,14 +133,10 @@ def _evaluator(args: argparse.Namespace, config):  # noqa: ANN001
 
 
 def cmd_tasks(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
-    from evaluator.catalog import locate
-
     if args.tasks_command == "fetch":
         return cmd_tasks_fetch(args, config)
     if args.tasks_command == "check":
-        from agent.tasks_check import cmd_tasks_check
-
-        return cmd_tasks_check(args, config, console)
+        return cmd_tasks_check(args, config)
 
     rows = locate([*args.tasks_root, *config.tasks_roots])
     if args.json:
@@ -145,8 +153,6 @@ def cmd_tasks(args: argparse.Namespace, config, console: Console) -> int:  # noq
 
 
 def cmd_tasks_fetch(args: argparse.Namespace, config) -> int:  # noqa: ANN001
-    from evaluator.benchmark import FetchError, fetch
-
     b = config.benchmark
     try:
         rec = fetch(b.url, args.ref or b.ref, Path(args.dir or b.dir))
@@ -157,9 +163,53 @@ def cmd_tasks_fetch(args: argparse.Namespace, config) -> int:  # noqa: ANN001
     return 0
 
 
-def cmd_evaluate(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
-    from evaluator.grader import verdict_json
+def cmd_tasks_check(args: argparse.Namespace, config) -> int:  # noqa: ANN001 - agent.config.Config
+    """`pesflow tasks check` (evaluator/package_check.py): a bar on a terminal, one line per package otherwise."""
+    roots = [*args.tasks_root, *config.tasks_roots]
+    if args.all:
+        names = [r["name"] for r in locate(roots) if r["location"]]
+    elif args.tasks:
+        names = list(args.tasks)
+    else:
+        raise ValueError("name the packages to check (pesflow tasks check kfc/... lh/...) or pass --all")
+    tasks: list[Task] = []
+    for n in names:
+        try:
+            tasks.append(load_task(n, roots, config.benchmark.url))
+        except TaskError as e:  # a package pesflow cannot read is named, and the others are checked
+            print(f"pesflow tasks check: {n}: {e}", file=sys.stderr)
+    graders = ("hidden", "dev") if args.grader == "both" else (args.grader,)
+    out = Path(args.out).resolve()
+    ev = Evaluator(config.evaluator, tasks_roots=roots, log_root=out / "gradings", official_url=config.benchmark.url)
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   console=Console(stderr=True), disable=not sys.stderr.isatty())
+    job = bar.add_task("tasks check", total=len(tasks))
 
+    def done(c: PackageCheck, reused: bool) -> None:
+        bar.advance(job)
+        line = f"{c.task}: {c.klass}{' (kept from an earlier check)' if reused else ''} - {c.evidence[:160]}"
+        if bar.disable:
+            print(line, file=sys.stderr, flush=True)
+        else:
+            bar.console.print(line, highlight=False, soft_wrap=True)
+
+    try:
+        with bar:
+            checks = run_checks(ev, tasks, graders, out, device=args.device, on_done=done)
+    finally:
+        ev.close()
+    if args.json:
+        print(json.dumps([c.model_dump(mode="json") for c in checks]))
+    else:
+        counts: dict[str, int] = {}
+        for c in checks:
+            counts[c.klass] = counts.get(c.klass, 0) + 1
+        print(", ".join(f"{k} {n}" for k, n in counts.items()))
+        print(f"table: {out / 'tasks-check.md'}")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
     if args.mode != "candidate" and args.candidate:
         raise CandidateError("bad_arguments", f"--candidate goes with --mode candidate, not --mode {args.mode}")
     ev = _evaluator(args, config)
@@ -183,8 +233,6 @@ def cmd_evaluate(args: argparse.Namespace, config, console: Console) -> int:  # 
 
 
 def cmd_calibrate(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
-    from evaluator.calibrate import calibrate
-
     ev = _evaluator(args, config)
     task = ev.task(args.task)
     say_source(task.name, task.root, task.source)
@@ -201,8 +249,6 @@ def cmd_calibrate(args: argparse.Namespace, config, console: Console) -> int:  #
 
 
 def cmd_run(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
-    from agent.runner import NoLLMConfigured, apply_run_flags, start_run
-
     cfg = apply_run_flags(config, args)
     try:
         run_dir, status = start_run(cfg, args.task, [*args.tasks_root, *cfg.tasks_roots], console=console)
@@ -215,8 +261,6 @@ def cmd_run(args: argparse.Namespace, config, console: Console) -> int:  # noqa:
 
 
 def cmd_resume(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
-    from agent.durable import resume_run
-
     run_dir, status = resume_run(Path(args.run_dir), from_round=args.from_round, rounds=args.rounds, console=console,
                                  quiet=True if args.quiet else None)
     print(f"run: {run_dir}")
@@ -224,8 +268,6 @@ def cmd_resume(args: argparse.Namespace, config, console: Console) -> int:  # no
 
 
 def cmd_replay(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
-    from agent.durable import replay_run
-
     dest, status, comparisons = replay_run(Path(args.run_dir), out=Path(args.out) if args.out else None,
                                            regrade=args.regrade, console=console, quiet=True if args.quiet else None)
     disagree = [c for c in comparisons if not c["correctness_agrees"]]
@@ -239,8 +281,6 @@ def cmd_replay(args: argparse.Namespace, config, console: Console) -> int:  # no
 
 
 def cmd_audit(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
-    from agent.audit import audit
-
     try:
         rep = audit(Path(args.path))
     except FileNotFoundError as e:
@@ -257,12 +297,7 @@ def cmd_audit(args: argparse.Namespace, config, console: Console) -> int:  # noq
     return 1 if rep.violations else 0
 
 
-COMMANDS = {"resume": cmd_resume, "replay": cmd_replay, "audit": cmd_audit, "tasks": cmd_tasks, "evaluate": cmd_evaluate, "calibrate": cmd_calibrate, "run": cmd_run}
-
-
 def cmd_baselines(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
-    from agent.baselines import load_baselines, run_matrix
-
     bc = load_baselines(args.baselines_config)
     res = run_matrix(config, bc, Path(args.out or bc.out), [*args.tasks_root, *bc.tasks_roots, *config.tasks_roots], console=console)
     print(f"cells: {len(res.ran)} run, {len(res.skipped)} already done, {len(res.failed)} failed")
@@ -273,18 +308,11 @@ def cmd_baselines(args: argparse.Namespace, config, console: Console) -> int:  #
 
 
 def cmd_report(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
-    from agent.report import write_report
-
     print(f"report: {write_report(Path(args.run_dir), Path(args.out) if args.out else None)}")
     return 0
 
 
-COMMANDS.update(baselines=cmd_baselines, report=cmd_report)
-
-
 def cmd_import(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
-    from agent.loongflow import default_import_dir, import_loongflow
-
     out = Path(args.out) if args.out else default_import_dir(Path(config.run.out), Path(args.dir))
     run_dir = import_loongflow(Path(args.dir), out)
     run = json.loads((run_dir / "run.json").read_text())
@@ -296,15 +324,11 @@ def cmd_import(args: argparse.Namespace, config, console: Console) -> int:  # no
     return 0
 
 
-COMMANDS["import"] = cmd_import
+COMMANDS = {"resume": cmd_resume, "replay": cmd_replay, "audit": cmd_audit, "tasks": cmd_tasks, "evaluate": cmd_evaluate,
+            "calibrate": cmd_calibrate, "run": cmd_run, "baselines": cmd_baselines, "report": cmd_report, "import": cmd_import}
 
 
 def main(argv: list[str] | None = None) -> int:
-    from agent.run_store import RunDirError
-    from evaluator.calibrate import CalibrationError
-
-    from evaluator.sandbox import Interrupted
-
     args = build_parser().parse_args(argv)
     console = Console(stderr=False)
     try:
@@ -313,7 +337,12 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, TaskError, CandidateError, CalibrationError, RunDirError, ValueError) as e:
         print(f"pesflow {args.command}: {e}", file=sys.stderr)  # one line, never wrapped
         return 2
-    except (KeyboardInterrupt, Interrupted):
+    except ModelUnreachable as e:
+        where = getattr(e, "run_dir", None)
+        again = f"; fix it, then: pesflow resume {where}" if where else ""
+        print(f"pesflow {args.command}: the model cannot be used: {e}{again}", file=sys.stderr)
+        return 2
+    except (KeyboardInterrupt, sandbox.Interrupted):
         print("pesflow: interrupted; every grading it started was stopped", file=sys.stderr)
         return 130
     except BrokenPipeError:
@@ -326,16 +355,12 @@ def main(argv: list[str] | None = None) -> int:
 def _on_signal(signum: int, frame: object) -> None:
     """SIGTERM, SIGINT, SIGHUP: every live sandbox is killed now (not when its grading would end),
     then the command unwinds as on Ctrl-C, closing its backends and keeping the run resumable."""
-    from evaluator import sandbox
-
     sandbox.stop_all()
     raise KeyboardInterrupt
 
 
 def entry() -> int:
     """The `pesflow` program (main() without the signal handlers also runs inside other programs)."""
-    import signal
-
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, _on_signal)
     return main()

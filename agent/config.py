@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agent.population import PopulationConfig
+from agent.population.database import PopulationConfig
 from evaluator.config import BenchmarkConfig, EvaluatorConfig
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "default.yaml"
@@ -45,19 +45,34 @@ class LLMConfig(_Strict):
 class LoopConfig(_Strict):
     rounds: int = Field(16, ge=1, le=1000)
     children: int = Field(2, ge=1, le=32)
+    candidates: int | None = Field(None, ge=1)  # the budget in candidates; sets rounds (the last one gets the rest)
     seed: int = 0
     grading_workers: int = Field(1, ge=1)
+    pipeline_depth: int = Field(2, ge=1, le=16)  # rounds in flight at once; 1: one round at a time
     repair_attempts: int = Field(1, ge=0)
     recent_failures: int = Field(4, ge=0)
     memory_items: int = Field(12, ge=1)
     lesson_chars: int = Field(400, ge=40)
     plan_chars: int = Field(4000, ge=200)
     inspiration_chars: int = Field(6000, ge=200)
+    context_share: float = Field(0.25, gt=0, le=4)
     final_regrade_top: int = Field(3, ge=1)
     score_final_with_hidden: bool = True
     use_planner: bool = True  # False: a fixed plan, no planner call (ablations, single-shot, best-of-N)
     use_summarizer: bool = True  # False: lessons from the verdicts alone, no summarizer call
     edit_format: Literal["any", "whole_file"] = "any"  # what executors are asked for
+
+    @model_validator(mode="after")
+    def _rounds_from_candidates(self) -> "LoopConfig":
+        if self.candidates is not None:
+            self.rounds = -(-self.candidates // self.children)
+        return self
+
+    def children_in(self, k: int) -> int:
+        """Children of round k: `children`, the last round only what is left of `candidates`."""
+        if self.candidates is None:
+            return self.children
+        return max(1, min(self.children, self.candidates - self.children * (k - 1)))
 
 
 class RunConfig(_Strict):
@@ -75,22 +90,25 @@ class Config(_Strict):
     run: RunConfig = Field(default_factory=RunConfig)
 
 
-def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """`over` laid onto `base`, mappings merged key by key (the one config merge)."""
     out = dict(base)
     for k, v in over.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def read_yaml(path: Path, what: str = "config", mapping: str = "of keys to values") -> dict[str, Any]:
+    """A YAML mapping from a file, or one line naming what is wrong with it (the one reader of
+    pesflow's config files)."""
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except OSError as e:
-        raise ConfigError(f"config {path}: cannot be read ({e.strerror}); check the path") from None
+        raise ConfigError(f"{what} {path}: cannot be read ({e.strerror}); check the path") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"config {path}: not valid YAML ({str(e).splitlines()[0]}); fix the file") from None
+        raise ConfigError(f"{what} {path}: not valid YAML ({str(e).splitlines()[0]}); fix the file") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"config {path}: must be a mapping of keys to values")
+        raise ConfigError(f"{what} {path}: must be a mapping {mapping}")
     return data
 
 
@@ -106,11 +124,11 @@ def parse_set(item: str) -> dict[str, Any]:
 
 
 def load_config(path: str | Path | None = None, sets: list[str] = ()) -> Config:  # type: ignore[assignment]
-    data = _read_yaml(DEFAULT_CONFIG) if DEFAULT_CONFIG.is_file() else {}
+    data = read_yaml(DEFAULT_CONFIG) if DEFAULT_CONFIG.is_file() else {}
     if path:
-        data = _merge(data, _read_yaml(Path(path)))
+        data = merge(data, read_yaml(Path(path)))
     for item in sets:
-        data = _merge(data, parse_set(item))
+        data = merge(data, parse_set(item))
     try:
         return Config.model_validate(data)
     except ValidationError as e:

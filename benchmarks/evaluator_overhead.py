@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from evaluator.config import DockerConfig, EvaluatorConfig, LocalConfig
-from evaluator.grader import Evaluator
+from evaluator.evaluation import Evaluator
 from evaluator.parallel import grade_all
 
 BUNDLED = [

@@ -26,7 +26,7 @@ WORKER = r"""
 import json, sys, time
 from pathlib import Path
 from evaluator.config import EvaluatorConfig, LocalConfig
-from evaluator.grader import Evaluator
+from evaluator.evaluation import Evaluator
 cache, roots, task, n, logs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 ev = Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=cache, install_steps="skip")), tasks_roots=[roots], log_root=Path(logs))
 t = ev.task(task)

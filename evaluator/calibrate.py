@@ -8,6 +8,7 @@ figure go to tests/ref_speedup.caveat.md so that nobody mistakes where the numbe
 from __future__ import annotations
 
 import json
+import os
 import platform
 import re
 import statistics
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from evaluator.grader import Evaluator
+from evaluator.evaluation import Evaluator
 from evaluator.task import Task
 from evaluator.verdict import Verdict
 
@@ -123,7 +124,7 @@ means little. Re-measure there with `pesflow calibrate {task.name}` before compa
 
 def _numpy_version() -> str:
     try:
-        import numpy
+        import numpy  # optional (the bundled CPU tasks' extra): its version goes into the caveat
 
         return numpy.__version__
     except ImportError:
@@ -131,6 +132,4 @@ def _numpy_version() -> str:
 
 
 def _cores() -> int:
-    import os
-
     return os.cpu_count() or 1

@@ -19,8 +19,10 @@ from typing import Literal
 from evaluator.backends.base import Backend, GradeRequest, InfraError, Prepared
 from evaluator.candidate import Candidate, CandidateError, CandidateSource, apply_diff, scope_violations
 from evaluator import modes
+from evaluator.backends.local import LocalBackend
 from evaluator.config import EvaluatorConfig
-from evaluator.modes import MODES, PackageLacks
+from evaluator.modes import PackageLacks
+from evaluator.parallel import ParallelBackend
 from evaluator.scoring import benchmark_reward, dev_figure, speedup_from_dev
 from evaluator.hardware import gpu_available
 from evaluator.task import OFFICIAL_URL, Task, TaskError, load_task, task_roots
@@ -30,19 +32,15 @@ Mode = Literal["candidate", "noop", "oracle", "negative"]
 
 
 def make_backend(config: EvaluatorConfig, extra_hidden: list[Path] = ()) -> Backend:  # type: ignore[assignment]
-    from evaluator.parallel import ParallelBackend
-
     inner: Backend
     if config.backend == "local":
-        from evaluator.backends.local import LocalBackend
-
         inner = LocalBackend(config.local, extra_hidden=list(extra_hidden), writable=config.writable_paths)
     elif config.backend == "docker":
-        from evaluator.backends.docker import DockerBackend
+        from evaluator.backends.docker import DockerBackend  # the docker SDK is optional (.[docker])
 
         inner = DockerBackend(config.docker, writable=config.writable_paths)
     elif config.backend == "modal":
-        from evaluator.backends.modal_backend import ModalBackend
+        from evaluator.backends.modal_backend import ModalBackend  # the modal SDK is optional (.[modal])
 
         inner = ModalBackend(config.modal)
     else:

@@ -1,4 +1,4 @@
-"""Task packages in the Φ-Bench layout (shared/FORMAT.md): find one by name, read it.
+"""Task packages in the Φ-Bench layout (README, "Tasks"): find one by name, read it.
 
 A package is found as `<root>/<bench>/<dir>/task/` (kfc, e2e) or `<root>/<bench>/<dir>/`
 (lh), where a root is a benchmark checkout's `tasks/` folder or pesflow's own `tasks/`.
@@ -28,6 +28,35 @@ NOT_IN_IMAGE = ("tests", "solution")
 # format's runtime keeps (the timer, the dev bench), a build tree beside the repository
 # (cmake's /app/build) and the e2e deliverable folder. Everything else of the root is read-only.
 GRADING_WRITES = ("/logs", "/root", "/app/.timer", "/app/workspace", "/app/build", "/app/submission")
+
+
+# The dev engine as an image holds it, in the order a grader looks for it (score_engine.sh first).
+DEV_ENGINES = ("/opt/loop/score_engine.sh", "/opt/loop/private/dev_tests/test.sh", "/opt/loop/private/tests/test.sh")
+HIDDEN_GRADER = "bash /tests/test.sh"
+
+
+def dev_engine_of(present: list[str] | set[str]) -> str | None:
+    """Which dev engine an image has, from the DEV_ENGINES paths present in it ("score_engine"
+    for the harness's own score_engine.sh, else the private test.sh's path), or None."""
+    if DEV_ENGINES[0] in present:
+        return "score_engine"
+    return next((p for p in DEV_ENGINES[1:] if p in present), None)
+
+
+def grader_command(grader: str, dev_engine: str | None) -> tuple[str, list[str]] | None:
+    """The shell command of a grader and where its verdict lands (first existing wins); None
+    when the dev engine is asked for and the image has none."""
+    if grader == "hidden":
+        return HIDDEN_GRADER, ["/logs/verifier/reward.json"]
+    if dev_engine == "score_engine":
+        return (f"export LOOP_DEV_OUT=/logs/loop/dev; bash {DEV_ENGINES[0]}",
+                ["/logs/loop/dev/reward.json", "/logs/verifier/reward.json"])
+    if dev_engine:
+        return f"bash {dev_engine}", ["/logs/verifier/reward.json", "/logs/loop/dev/reward.json"]
+    return None
+
+
+NO_DEV_ENGINE = "this package has no dev engine in /opt/loop (score_engine.sh or private/*/test.sh); use --grader hidden"
 
 
 class TaskError(Exception):
@@ -157,20 +186,11 @@ class Task(BaseModel):
         private test.sh)? Read off the package's files, before anything is built."""
         loops = [self.root / "environment" / "loop", self.dockerfile.parent / "opt_loop",
                  self.root / "environment" / "loop_overlay" / "opt_loop"]
-        return any((loop / rel).is_file() for loop in loops
-                   for rel in ("score_engine.sh", "private/dev_tests/test.sh", "private/tests/test.sh"))
+        return any((loop / e.removeprefix("/opt/loop/")).is_file() for loop in loops for e in DEV_ENGINES)
 
     def instruction(self) -> str:
         return (self.root / self.toml.task.instruction).read_text()
 
-    def reviewer_artifact(self, kind: Literal["oracle", "negative", "baseline2"]) -> Path | None:
-        """The reviewer's patch (or single-file variant) for a mode, wherever the package keeps it."""
-        names = [f"solution/{kind}.patch", f"{kind}.patch", f"solution/kernel_{kind}.py"]
-        for rel in names:
-            p = self.root / rel
-            if p.is_file():
-                return p
-        return None
 
 
 def task_roots(explicit: list[str | Path] | None = None) -> list[Path]:

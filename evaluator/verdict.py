@@ -65,9 +65,7 @@ class Verdict(BaseModel):
 
     @property
     def correct(self) -> bool:
-        """The one definition of a correct candidate: graded, and no gate against its code (the
-        gates about speed alone, e.g. not beating the anchor, say nothing against it)."""
-        return self.status in (Status.ok, Status.hard_fail) and not code_reasons(self.hard_fail_reasons)
+        return is_correct(self.status.value, self.hard_fail_reasons)
 
 
 SPEED_ONLY_GATES = frozenset({"speedup_not_above_baseline", "speedup_not_above_anchor", "ref_speedup_invalid"})
@@ -76,6 +74,16 @@ SPEED_ONLY_GATES = frozenset({"speedup_not_above_baseline", "speedup_not_above_a
 def code_reasons(reasons: list[str]) -> list[str]:
     """The hard fails that speak against the code, leaving out those about speed alone."""
     return [r for r in reasons if r not in SPEED_ONLY_GATES]
+
+
+def is_correct(status: str, hard_fail_reasons: list[str] | None) -> bool:
+    """The one definition of a correct candidate: graded, and no gate against its code (the gates
+    about speed alone, e.g. not beating the anchor, say nothing against it; a hard fail that names
+    no gate is not correct). Verdicts, the population's solutions and the readers' dicts ask this."""
+    reasons = list(hard_fail_reasons or [])
+    if str(status) == Status.hard_fail.value and not reasons:
+        return False
+    return str(status) in (Status.ok.value, Status.hard_fail.value) and not code_reasons(reasons)
 
 
 # Gates that say the grading itself was tampered with, so that its figures are not figures:

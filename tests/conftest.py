@@ -21,7 +21,7 @@ def cache_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def evaluator(cache_dir, tmp_path_factory):
     from evaluator.config import EvaluatorConfig, LocalConfig
-    from evaluator.grader import Evaluator
+    from evaluator.evaluation import Evaluator
 
     cfg = EvaluatorConfig(local=LocalConfig(cache_dir=str(cache_dir)))
     ev = Evaluator(cfg, tasks_roots=[FIXTURES], log_root=tmp_path_factory.mktemp("evaluations"))

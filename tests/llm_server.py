@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import socket
 import struct
 import threading
@@ -344,3 +345,36 @@ class ScriptedLLMServer:
     def _next_id(self) -> int:
         with self._lock:
             return next(self._ids)
+
+
+_distinct = itertools.count()
+
+
+def distinct_children(req: Request) -> Reply:
+    """A model for measuring throughput: every executor answers with its parent's first file plus
+    one comment line naming the call, so that every candidate is new code and is graded; plans
+    and lessons are fixed."""
+    user = req.messages[-1]["content"]
+    if "You are the summarizer" in user:
+        ids = re.findall(r"^## (r\d\d-c\d+):", user, re.M)
+        return Reply(text=json.dumps({"children": {i: f"probe {i}" for i in ids}, "memory": ["a probe run"]}))
+    if "You are the planner" in user:
+        return Reply(text="Keep the parent as it is (a throughput probe).")
+    m = re.search(r"^### (\S+)\n```(\w*)\n(.*?)\n```", user, re.M | re.S)
+    if not m:
+        return Reply(text="")
+    path, lang, code = m.groups()
+    return Reply(text=f"```{lang} {path}\n# pesflow throughput probe {next(_distinct)}\n{code}\n```\n")
+
+
+def commenting_children(req: Request) -> Reply:
+    """Like distinct_children, but a function of the prompt alone (so a resumed run is answered
+    as the uninterrupted one was): executor i appends the comment `# child i`, so the children of
+    one parent are distinct code, each graded, and a child of a child differs from both."""
+    user = req.messages[-1]["content"]
+    child = re.search(r"You are executor (\d+) of", user)
+    if child is None:
+        return distinct_children(req)
+    m = re.search(r"^### (\S+)\n```(\w*)\n(.*?)\n```", user, re.M | re.S)
+    path, lang, code = m.groups()  # type: ignore[union-attr]
+    return Reply(text=f"```{lang} {path}\n{code}\n# child {child.group(1)}\n```\n")

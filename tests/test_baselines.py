@@ -15,16 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent.baselines import (
-    BaselinesConfig,
-    Cell,
-    aggregate,
-    cell_config,
-    geomean,
-    kind_overrides,
-    load_baselines,
-    tex_escape,
-)
+from agent.experiments.matrix import BaselinesConfig, Cell, cell_config, load_baselines
+from agent.experiments.methods import kind_overrides
+from agent.experiments.tables import aggregate, geomean, tex_escape
 from agent.cli import main
 from agent.config import ConfigError, load_config
 from tests.conftest import needs_root, toy_tasks_root
@@ -84,7 +77,8 @@ def write_config(path: Path, root: Path, out: Path, cache_dir: Path, base_url: s
         "config": {"evaluator": {"local": {"cache_dir": str(cache_dir)}}, "loop": {"children": 2, "final_regrade_top": 1}},
         "methods": {"noop": {"kind": "noop"}, "oracle": {"kind": "oracle"}, "single-shot": {"kind": "single_shot"},
                     "best-of-2": {"kind": "best_of_n", "n": 2},
-                    "loop": {"kind": "loop", "rounds": 2, "set": {"population": {"islands": 1}}}},
+                    # round 2 builds on round 1 only with one round in flight (depth 2 selects it after round 0)
+                    "loop": {"kind": "loop", "rounds": 2, "set": {"population": {"islands": 1}, "loop": {"pipeline_depth": 1}}}},
     }, sort_keys=False))
     return path
 
@@ -182,6 +176,18 @@ def test_small_matrix_summary_tables_figures_and_resume(two_tasks, tmp_path, cac
         assert server.requests == []
     assert "cells: 0 run, 10 already done, 0 failed" in capsys.readouterr().out
     assert {p: p.stat().st_mtime_ns for p in out.glob("cells/**/run.json")} == stamps
+    assert (out / "summary.jsonl").read_text() == summary
+
+    # a matrix written before the cell's key was renamed (`baseline`, now `cell`) resumes the same way
+    for p in out.glob("cells/**/run.json"):
+        run = json.loads(p.read_text())
+        p.write_text(json.dumps({("baseline" if k == "cell" else k): v for k, v in run.items()}))
+    capsys.readouterr()
+    with ScriptedLLMServer(engineer) as server:
+        write_config(tmp_path / "baselines.yaml", two_tasks, out, cache_dir, server.openai_base_url)
+        assert main(["baselines", str(cfg), "--out", str(out)]) == 0
+        assert server.requests == []
+    assert "cells: 0 run, 10 already done, 0 failed" in capsys.readouterr().out
     assert (out / "summary.jsonl").read_text() == summary
 
     # an unfinished cell (a crash mid-run) is run again from scratch, and only that one

@@ -7,7 +7,7 @@ and a change outside the scope is refused before anything runs.
 
 import pytest
 
-from evaluator.grader import CandidateSource
+from evaluator.evaluation import CandidateSource
 from evaluator.task import load_task
 from evaluator.verdict import Status
 from tests.conftest import needs_root
@@ -23,7 +23,7 @@ pytestmark = [needs_root, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def bundled_evaluator(cache_dir, tmp_path_factory):
     from evaluator.config import EvaluatorConfig, LocalConfig
-    from evaluator.grader import Evaluator
+    from evaluator.evaluation import Evaluator
 
     ev = Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache_dir))), log_root=tmp_path_factory.mktemp("bundled"))
     yield ev

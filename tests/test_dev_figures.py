@@ -14,12 +14,11 @@ from pathlib import Path
 import pytest
 
 from evaluator.config import EvaluatorConfig, LocalConfig
-from evaluator.grader import Evaluator
+from evaluator.evaluation import Evaluator
 from evaluator.modes import artifacts, mode_variables, request, self_dispatched
 from evaluator.scoring import benchmark_reward, dev_figure, speedup_from_dev
 from evaluator.task import load_task
-from evaluator.verdict import Status
-from tests.conftest import FIXTURES, REPO, needs_root, toy_tasks_root
+from tests.conftest import REPO, needs_root, toy_tasks_root
 from tests.llm_server import ScriptedLLMServer
 
 
@@ -77,7 +76,7 @@ def test_a_search_on_a_vs_oracle_package_finds_the_reference_and_names_the_figur
     from tests.test_loop import config
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789abcdefghij")
-    from agent.runner import start_run
+    from agent.search.session import start_run
 
     vs_oracle_toy(tmp_path / "tasks")
     with ScriptedLLMServer(engineer) as server:
@@ -99,7 +98,8 @@ def test_modes_follow_the_packages_own_dispatch(toy_package):
     # a grader that keeps its reference in tests/ and reads its mode from a variable of its own
     (toy_package / "solution/oracle.patch").unlink()
     sh = toy_package / "tests/test.sh"
-    sh.write_text(sh.read_text().replace('MODE="${KERNELBENCH_VERIFY_MODE:-candidate}"', 'MODE="${1:-${WRE_MODE:-candidate}}"'))
+    text = sh.read_text().replace('MODE="${KERNELBENCH_VERIFY_MODE:-candidate}"', 'MODE="${1:-${WRE_MODE:-candidate}}"')
+    sh.write_text(text.replace('oracle) git apply "$KERNELBENCH_ORACLE_PATCH"', 'oracle) cp "$HERE/oracle_kernel.py" toy/kernel.py'))
     t = load_task(str(toy_package))
     assert mode_variables(t) == ["KERNELBENCH_VERIFY_MODE", "WRE_MODE"] and self_dispatched(t, "oracle")
     r = request(t, "oracle", "hidden", None)

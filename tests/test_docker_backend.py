@@ -25,7 +25,7 @@ from evaluator.backends import archive
 from evaluator.backends.base import InfraError
 from evaluator.backends.build_context import DOCKERFILE, GEN_DIR, base_images, build_context, rewrite
 from evaluator.config import DockerConfig, EvaluatorConfig
-from evaluator.grader import CandidateSource, Evaluator
+from evaluator.evaluation import CandidateSource, Evaluator
 from evaluator.task import load_task
 from evaluator.verdict import Status
 from tests.conftest import FIXTURES, needs_root

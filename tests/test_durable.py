@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from agent import journal
-from agent.audit import audit
+from agent.rundir import journal
+from agent.readers.audit import audit
 from tests.conftest import REPO, needs_root, toy_tasks_root
-from tests.llm_server import Reply, Request, ScriptedLLMServer
+from tests.llm_server import Reply, Request, ScriptedLLMServer, commenting_children
 from tests.test_loop import kernel_engineer, population_of, toy_root  # noqa: F401 (fixture)
 
 pytestmark = needs_root
@@ -115,7 +115,7 @@ def test_sigkill_anywhere_then_resume_gives_the_uninterrupted_result(tmp_path, c
         if how == "checkpoint":
             env_extra["PESFLOW_FAULT_PAUSE"] = "checkpoint:2:3.0"  # sleep 3 s inside round 2's checkpoint write
         if how == "grading":
-            env_extra["PESFLOW_FAULT_PAUSE"] = "grading:1:3.0"  # sleep 3 s inside a grading of round 1
+            env_extra["PESFLOW_FAULT_PAUSE"] = "grading:*:3.0"  # sleep 3 s inside every search grading
         with ScriptedLLMServer(slow) as server:
             p = pesflow(*run_args(server.openai_base_url, out, cache_dir, toy), env_extra=env_extra)
             if how == "llm":
@@ -157,7 +157,7 @@ def test_replay_makes_no_network_call_and_regrade_agrees(tmp_path, cache_dir):
 
 def test_audit_catches_tampering_swaps_and_keys(toy_root, tmp_path, cache_dir):  # noqa: F811
     from agent.config import load_config
-    from agent.runner import start_run
+    from agent.search.session import start_run
 
     with ScriptedLLMServer(kernel_engineer) as server:
         cfg = load_config(sets=["llm.default=openai:test-model", f"llm.base_url={server.openai_base_url}",
@@ -205,3 +205,39 @@ def test_audit_catches_tampering_swaps_and_keys(toy_root, tmp_path, cache_dir): 
     assert any("holds a secret" in v for v in tampered("key", plant_key))
     r = subprocess.run([sys.executable, "-m", "agent.cli", "audit", str(tmp_path / "key")], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 1 and "FAIL" in r.stdout
+
+
+@pytest.mark.slow
+def test_sigkill_with_two_graders_busy_then_resume_and_replay_end_as_uninterrupted(tmp_path, cache_dir):
+    """Two graders, rounds in flight: a kill while both grade loses nothing that was
+    recorded, re-grades only what has no verdict, and ends where an uninterrupted run with one
+    grader ends (the number of graders never changes the result); its replay ends there too."""
+    toy = make_toy(tmp_path)
+    two = ["--set", "loop.grading_workers=2", "--set", "evaluator.workers=2"]
+    with ScriptedLLMServer(commenting_children) as server:
+        ref_dir = Path(finish(pesflow(*run_args(server.openai_base_url, tmp_path / "ref", cache_dir, toy))))
+    expected = summary(ref_dir)
+    assert expected["status"] == "finished" and len(expected["population"]) >= 5
+    out = tmp_path / "killed"
+    with ScriptedLLMServer(commenting_children) as server:
+        p = pesflow(*run_args(server.openai_base_url, out, cache_dir, toy), *two,
+                    env_extra={"PESFLOW_FAULT_PAUSE": "grading:*:4.0"})  # every search grading lasts 4 s more
+        marker = lambda: next(iter(out.rglob("PAUSED-grading")), None)  # noqa: E731
+        wait_for(lambda: marker() is not None and len(marker().read_text().splitlines()) == 2, 120)
+        p.send_signal(signal.SIGKILL)  # both graders are inside a grading
+        p.wait()
+        run_dir = next(d for d in out.glob("kfc/toy-sum/[!.]*") if d.is_dir())
+        before = [e for e in journal.read(run_dir / "journal.jsonl") if e["kind"] == "verdict"]
+        resumed = Path(finish(pesflow("resume", str(run_dir), "--quiet")))
+    assert summary(resumed) == expected
+    # the same folder: every grading of the run, before and after the kill, is in one journal;
+    # what had a verdict was served again (reused), so no code was graded twice for one purpose
+    graded = [(e["data"]["content_hash"], e["data"]["label"]) for e in journal.read(resumed / "journal.jsonl")
+              if e["kind"] == "verdict" and not e["data"].get("reused")]
+    assert len(graded) == len(set(graded)) and len(before) >= 1
+    p = pesflow("replay", str(resumed), "--out", str(tmp_path / "replay"), "--quiet")
+    rout, rerr = p.communicate(timeout=240)
+    assert p.returncode == 0, rerr[-2000:]
+    replay_dir = Path(rout.strip().splitlines()[-1].removeprefix("run: "))
+    assert population_of(replay_dir) == expected["population"]
+    assert json.loads((replay_dir / "run.json").read_text())["best"]["id"] == expected["best"]

@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from agent.edits import (
+from agent.search.edits import (
     EDIT_FORMAT_HELP,
     EditFailure,
     ParsedEdits,

@@ -31,7 +31,7 @@ pytestmark = [needs_root, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def gpu_evaluator(cache_dir, tmp_path_factory):
     from evaluator.config import EvaluatorConfig, LocalConfig
-    from evaluator.grader import Evaluator
+    from evaluator.evaluation import Evaluator
 
     ev = Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache_dir))), log_root=tmp_path_factory.mktemp("gpu-cpu"))
     yield ev

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from agent import journal
-from agent.audit import audit
-from agent.leak_guard import WITHHELD, LeakGuard
-from agent.runner import start_run
+from agent.rundir import journal
+from agent.readers.audit import audit
+from agent.llm.leak_guard import WITHHELD, LeakGuard
+from agent.search.session import start_run
 from evaluator.task import load_task
 from tests.conftest import FIXTURES, needs_root, toy_tasks_root
 from tests.llm_server import Reply, Request, ScriptedLLMServer

@@ -28,7 +28,8 @@ from agent.llm import (  # noqa: E402
     parse_spec,
 )
 from agent.llm.anthropic_provider import AnthropicProvider  # noqa: E402
-from agent.llm.base import backoff_delay, kind_for_status, parse_retry_after, redact  # noqa: E402
+from agent.llm.base import backoff_delay, kind_for_status, parse_retry_after  # noqa: E402
+from agent.rundir.secrets import redact  # noqa: E402
 from agent.llm.openai_provider import OpenAIProvider  # noqa: E402
 
 KEY = "sk-test-0123456789abcdef"
@@ -173,7 +174,7 @@ def test_retries_stop_at_max_attempts(api, srv):
     assert len(srv.requests) == 3
 
 
-@pytest.mark.parametrize("status,kind", [(400, "bad_request"), (401, "auth"), (403, "auth"), (404, "bad_request")])
+@pytest.mark.parametrize("status,kind", [(400, "bad_request"), (401, "auth"), (403, "auth"), (404, "not_found")])
 def test_client_errors_not_retried(api, srv, status, kind):
     srv.responder = sequence(Reply(status=status, text="model does not exist\nat all"), Reply(text="never"))
     with pytest.raises(LLMError) as ei:
@@ -381,7 +382,7 @@ def test_retry_helpers():
     assert parse_retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
     assert parse_retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:10 GMT"}, now=1445412480.0) == pytest.approx(10.0)
     assert parse_retry_after({"retry-after": "soon"}) is None and parse_retry_after({}) is None
-    assert kind_for_status(529) == ("server", True) and kind_for_status(404) == ("bad_request", False)
+    assert kind_for_status(529) == ("server", True) and kind_for_status(404) == ("not_found", False)
     assert redact("key sk-abc123XYZ987 and Bearer tok3n and mysecretvalue", ["mysecretvalue"]) == "key sk-*** and Bearer *** and ***"
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from evaluator.config import EvaluatorConfig, LocalConfig
-from evaluator.grader import CandidateSource, Evaluator
+from evaluator.evaluation import CandidateSource, Evaluator
 from evaluator.verdict import Status
 from tests.conftest import FIXTURES, needs_root
 

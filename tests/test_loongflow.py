@@ -12,16 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from agent import journal
-from agent.loongflow import (
-    LoongFlowError,
-    audit_loongflow,
-    failure_kind,
-    import_loongflow,
-    is_loongflow_trace,
-)
-from agent.population import Population, PopulationConfig, Solution
-from agent.search import files_hash
+from agent.rundir import journal
+from agent.population.database import Population, PopulationConfig, Solution
+from agent.readers.loongflow.audit import audit_loongflow
+from agent.readers.loongflow.importer import import_loongflow
+from agent.readers.loongflow.trace import LoongFlowError, failure_kind, is_loongflow_trace
+from agent.population.loongflow_format import loongflow_files
+from agent.rundir.store import write_dir_atomically
+from agent.search.state import files_hash
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TRACE = FIXTURES / "loongflow"
@@ -275,7 +273,7 @@ def test_import_makes_a_run_the_other_commands_accept(tmp_path):
 
 
 def test_lead_audit_passes_on_the_import(tmp_path):
-    audit = pytest.importorskip("agent.audit")
+    audit = pytest.importorskip("agent.readers.audit")
     run = import_loongflow(TRACE, tmp_path / "run")
     rep = audit.audit(run)
     assert rep.kind == "pesflow" and rep.violations == []
@@ -303,7 +301,7 @@ def test_pesflow_written_checkpoints_read_back(tmp_path):
                      status="ok", speedup=1.7))
     pop.add(Solution(id="r01-c1", parent_id="baseline", island=0, round=1, files=child | {"k.py": "oops"},
                      content_hash="h", status="hard_fail", hard_fail_reasons=["wrong_answer"]))
-    pop.write_loongflow_checkpoint(_cp(tmp_path / "t", "checkpoint-checkpoint-iter-1-1"), iteration=1, extra_metadata={})
+    write_dir_atomically(_cp(tmp_path / "t", "checkpoint-checkpoint-iter-1-1"), loongflow_files(pop, iteration=1, extra_metadata={}))
     r = audit_loongflow(tmp_path / "t")
     assert not [v for v in r.violations if "checkpoint-" in v]  # consistent with itself
     assert r.stats["failures_by_kind"]["solutions"] == {"wrong_answer": 1}

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from agent import journal
+from agent.rundir import journal
 from agent.config import load_config
-from agent.runner import NoLLMConfigured, start_run
+from agent.search.session import NoLLMConfigured, start_run
 from tests.conftest import needs_root, toy_tasks_root
 from tests.llm_server import Reply, Request, ScriptedLLMServer
 

@@ -22,7 +22,7 @@ import pytest
 
 from evaluator.backends.modal_backend import ModalBackend, hardware_notes
 from evaluator.config import EvaluatorConfig, ModalConfig
-from evaluator.grader import CandidateSource, Evaluator
+from evaluator.evaluation import CandidateSource, Evaluator
 from evaluator.parallel import ParallelBackend
 from evaluator.task import load_task
 from evaluator.verdict import Status

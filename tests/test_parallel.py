@@ -15,7 +15,7 @@ import pytest
 from evaluator.backends.base import GradeRequest, InfraError
 from evaluator.backends.local import LocalBackend
 from evaluator.config import DockerConfig, EvaluatorConfig, LocalConfig
-from evaluator.grader import CandidateSource, Evaluator
+from evaluator.evaluation import CandidateSource, Evaluator
 from evaluator.parallel import ParallelBackend, Slot, device_groups, grade_all
 from evaluator.task import load_task
 from evaluator.verdict import Status

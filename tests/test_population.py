@@ -4,17 +4,15 @@ from collections import Counter
 
 import pytest
 
-import agent.population as population
-from agent.population import (
+import agent.rundir.store as population  # the atomic checkpoint writer lives with the run directory's
+from agent.population.loongflow_format import loongflow_files
+from agent.population.database import (
     Population,
     PopulationConfig,
     PopulationError,
     Solution,
-    diff_lines,
-    feature_bin,
-    normalized_fitness,
-    select_parent,
 )
+from agent.population.sampling import diff_lines, feature_bin, normalized_fitness, select_parent
 
 BASE = {"kernel.py": "".join(f"x{i} = {i}\n" for i in range(32)), "util.py": "def f():\n    return 1\n"}
 
@@ -293,7 +291,7 @@ def checkpoint_pop() -> Population:
 def test_checkpoint_layout_and_field_names(tmp_path):
     pop = checkpoint_pop()
     dest = tmp_path / "checkpoints" / "round-1"
-    pop.write_loongflow_checkpoint(dest, iteration=1, extra_metadata={"run_id": "abc", "rng_state": [1, 2]})
+    write_checkpoint(pop, dest, iteration=1, extra_metadata={"run_id": "abc", "rng_state": [1, 2]})
     assert sorted(p.name for p in dest.iterdir()) == ["best_solution.json", "metadata.json", "solutions"]
     sols = {p.stem: json.loads(p.read_text()) for p in (dest / "solutions").iterdir()}
     assert set(sols) == {"baseline", "r01-c0", "r01-c1"}
@@ -318,7 +316,7 @@ def test_checkpoint_layout_and_field_names(tmp_path):
     assert meta["run_id"] == "abc" and meta["rng_state"] == [1, 2]
     assert sum(d["sample_cnt"] for d in sols.values()) == 1
     with pytest.raises(PopulationError, match="reuses checkpoint keys"):
-        pop.write_loongflow_checkpoint(dest, iteration=1, extra_metadata={"islands": 1})
+        write_checkpoint(pop, dest, iteration=1, extra_metadata={"islands": 1})
 
 
 def _crash_on_write(monkeypatch, after: int):
@@ -339,7 +337,7 @@ def test_checkpoint_crash_leaves_nothing_under_the_final_name(tmp_path, monkeypa
     dest = tmp_path / "round-1"
     calls = _crash_on_write(monkeypatch, after=2)
     with pytest.raises(OSError, match="simulated"):
-        pop.write_loongflow_checkpoint(dest, iteration=1, extra_metadata={})
+        write_checkpoint(pop, dest, iteration=1, extra_metadata={})
     assert len(calls) == 3  # it did get midway
     assert not dest.exists()
     assert list(tmp_path.iterdir()) == []  # the half-written temp dir is gone too
@@ -348,16 +346,21 @@ def test_checkpoint_crash_leaves_nothing_under_the_final_name(tmp_path, monkeypa
 def test_checkpoint_crash_keeps_the_previous_one_then_rewrite_replaces_it(tmp_path, monkeypatch):
     pop = checkpoint_pop()
     dest = tmp_path / "latest"
-    pop.write_loongflow_checkpoint(dest, iteration=1, extra_metadata={})
+    write_checkpoint(pop, dest, iteration=1, extra_metadata={})
     before = {p.relative_to(dest): p.read_bytes() for p in dest.rglob("*") if p.is_file()}
     pop.add(sol("r02-c0", 4.0, island=1, round=2))
     _crash_on_write(monkeypatch, after=1)
     with pytest.raises(OSError):
-        pop.write_loongflow_checkpoint(dest, iteration=2, extra_metadata={})
+        write_checkpoint(pop, dest, iteration=2, extra_metadata={})
     assert {p.relative_to(dest): p.read_bytes() for p in dest.rglob("*") if p.is_file()} == before
     assert [p.name for p in tmp_path.iterdir()] == ["latest"]
     monkeypatch.undo()
-    pop.write_loongflow_checkpoint(dest, iteration=2, extra_metadata={})
+    write_checkpoint(pop, dest, iteration=2, extra_metadata={})
     assert json.loads((dest / "metadata.json").read_text())["iteration"] == 2
     assert (dest / "solutions" / "r02-c0.json").is_file()
     assert [p.name for p in tmp_path.iterdir()] == ["latest"]
+
+
+def write_checkpoint(pop, dest, *, iteration, extra_metadata):
+    """A population's LoongFlow checkpoint, written whole or not at all (agent/rundir/store.py)."""
+    population.write_dir_atomically(dest, loongflow_files(pop, iteration=iteration, extra_metadata=extra_metadata))

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.report import load_run, tree_layout, write_report
+from agent.readers.report import tree_layout, write_report
+from agent.readers.run_view import load_run
 from tests.conftest import needs_root, toy_tasks_root
 from tests.llm_server import Reply, Request, ScriptedLLMServer
 
@@ -42,7 +43,7 @@ def engineer(req: Request) -> Reply:
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory, cache_dir) -> Path:
     from agent.config import load_config
-    from agent.runner import start_run
+    from agent.search.session import start_run
 
     tmp = tmp_path_factory.mktemp("report-run")
     root = tmp / "tasks"
@@ -179,7 +180,7 @@ def test_the_page_in_headless_chromium(run_dir, tmp_path):
         # the final pick is shown first; clicking a node shows its diff
         best = json.loads((run_dir / "run.json").read_text())["best"]["id"]
         assert drv.find_element(By.ID, "detail-title").text == best
-        failed = next(s for s in pop if s["status"] == "hard_fail")
+        failed = next(s for s in pop if s["status"] == "hard_fail" and "correctness_failed" in s["hard_fail_reasons"])
         drv.find_element(By.CSS_SELECTOR, f'#tree .node[data-id="{failed["id"]}"]').click()
         assert drv.find_element(By.ID, "detail-title").text == failed["id"]
         diff = drv.find_element(By.ID, "detail-diff").text

@@ -22,7 +22,7 @@ import pytest
 from evaluator.backends.local_root import Layout
 from evaluator.backends.standin import StandIn, discover, missing_modules, outermost
 from evaluator.config import EvaluatorConfig, LocalConfig
-from evaluator.grader import CandidateSource, Evaluator
+from evaluator.evaluation import CandidateSource, Evaluator
 from evaluator.verdict import Status
 from tests.conftest import FIXTURES, needs_root
 

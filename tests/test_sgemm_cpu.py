@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from evaluator.grader import CandidateSource
+from evaluator.evaluation import CandidateSource
 from evaluator.task import load_task
 from evaluator.verdict import Status
 from tests.conftest import needs_root, scores_nothing
@@ -26,7 +26,7 @@ pytestmark = [needs_root, pytest.mark.slow,
 @pytest.fixture(scope="module")
 def ev(cache_dir, tmp_path_factory):
     from evaluator.config import EvaluatorConfig, LocalConfig
-    from evaluator.grader import Evaluator
+    from evaluator.evaluation import Evaluator
 
     e = Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache_dir))), log_root=tmp_path_factory.mktemp("sgemm"))
     yield e

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from evaluator.config import EvaluatorConfig, LocalConfig
-from evaluator.grader import Evaluator
+from evaluator.evaluation import Evaluator
 from evaluator.hardware import gpu_available
 from evaluator.package_check import run_checks
 from evaluator.task import load_task

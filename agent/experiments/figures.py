@@ -10,22 +10,17 @@ No pyplot: its global state is neither needed nor thread-safe.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from agent.baselines import EVALUATOR_ONLY
+from agent.experiments.methods import EVALUATOR_ONLY
+from agent.experiments.tables import geomean
 
 MARKERS = "osD^vP*Xh<>"
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
-
-
-def _geomean(xs: list[float]) -> float | None:
-    xs = [x for x in xs if isinstance(x, (int, float)) and x > 0]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
 def _save(fig: Figure, stem: Path) -> list[Path]:
@@ -51,7 +46,7 @@ def curves(rows: list[dict[str, Any]]) -> dict[int, tuple[float | None, float | 
         for k, s in r.get("best_by_round") or []:
             if isinstance(k, int) and isinstance(s, (int, float)) and s > 0:
                 by_round.setdefault(k, []).append(s)
-    return {k: (_geomean(v), min(v), max(v)) for k, v in sorted(by_round.items())}
+    return {k: (geomean(v), min(v), max(v)) for k, v in sorted(by_round.items())}
 
 
 def best_by_round_figure(task: str, rows: list[dict[str, Any]], kinds: dict[str, str], colours: dict[str, str],
@@ -64,7 +59,7 @@ def best_by_round_figure(task: str, rows: list[dict[str, Any]], kinds: dict[str,
         mine = [r for r in rows if r["method"] == method]
         colour = colours.get(method, "#333333")
         if kinds.get(method) in EVALUATOR_ONLY:
-            level = _geomean([r.get("speedup") for r in mine])
+            level = geomean([r.get("speedup") for r in mine])
             if level is not None:
                 grader = mine[0].get("grader") or "?"
                 ax.axhline(level, color=colour, linestyle="--", linewidth=1.2, label=f"{method} ({grader} grader)")

@@ -1,7 +1,7 @@
 """pesflow's LLM layer: one request/result contract over the official OpenAI and Anthropic
 SDKs, with our own retries, a hard per-attempt deadline, pricing and a USD budget."""
 
-from agent.llm.base import (
+from agent.llm.types import (
     Budget,
     LLMClient,
     LLMError,

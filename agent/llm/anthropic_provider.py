@@ -6,7 +6,8 @@ from typing import Any
 
 import anthropic
 
-from agent.llm.base import Answer, Budget, Failure, LLMRequest, RetryPolicy, SDKProvider, Usage, classify_sdk_error
+from agent.llm.base import Answer, Failure, SDKProvider, classify_sdk_error
+from agent.llm.types import Budget, LLMRequest, RetryPolicy, Usage
 
 
 class AnthropicProvider(SDKProvider):

@@ -1,5 +1,4 @@
-"""The LLM layer's contract (requests, results, errors, budget, retry policy) and the
-retry/deadline machinery both SDK providers share.
+"""The retry/deadline machinery both SDK providers share (the contract: agent/llm/types.py).
 
 Providers differ only in how one HTTP attempt is made and how its answer and errors are
 read; everything about *when* to try again, how long to wait, what a call costs and how
@@ -9,169 +8,28 @@ errors are worded lives here, once.
 from __future__ import annotations
 
 import email.utils
-import hashlib
 import json
 import os
 import random
-import re
 import threading
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Callable, Literal, Mapping, Protocol, TypeVar, runtime_checkable
+from typing import Any, Callable, Mapping, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
-
-ErrorKind = Literal["timeout", "rate_limit", "server", "connection", "auth", "bad_request", "budget", "empty"]
-
-
-# --------------------------------------------------------------------------- data
-
-
-class Message(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    role: Literal["system", "user", "assistant"]
-    content: str
-
-
-class LLMRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    role: str  # pesflow role: planner | executor | summarizer | repair
-    messages: list[Message] = Field(min_length=1)
-    max_tokens: int = Field(default=4096, ge=1)
-    temperature: float | None = None
-    top_p: float | None = None
-    tag: str = ""  # free text for traces ("r3/c1"); deliberately outside the hash
-
-    def request_hash(self, provider: str, model: str) -> str:
-        """sha256 of exactly what decides the answer: the journal's replay key."""
-        payload = {
-            "provider": provider,
-            "model": model,
-            "messages": [m.model_dump() for m in self.messages],
-            "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-        }
-        canon = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-        return hashlib.sha256(canon.encode("utf-8")).hexdigest()
-
-
-class Usage(BaseModel):
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-
-class LLMResult(BaseModel):
-    text: str
-    usage: Usage
-    cost_usd: float
-    priced: bool  # False: model not in the price table, cost_usd is then 0
-    latency_s: float  # the whole complete() call, retries and backoff included
-    attempts: int
-    request_hash: str
-    provider: str
-    model: str
-    finish_reason: str | None
-
-
-class LLMError(Exception):
-    """A call that produced no answer. str() is one line, and never holds a key."""
-
-    def __init__(self, kind: ErrorKind, message: str, attempts: int = 0, status: int | None = None):
-        self.kind: ErrorKind = kind
-        self.message = one_line(message)
-        self.attempts = attempts
-        self.status = status  # HTTP status when the server answered with an error
-        super().__init__(self.message)
-
-    def __str__(self) -> str:
-        return self.message
-
-    def __reduce__(self):  # picklable despite the keyword-rich constructor
-        return (type(self), (self.kind, self.message, self.attempts, self.status))
-
-
-@runtime_checkable
-class LLMClient(Protocol):
-    provider: str
-    model: str
-
-    def complete(self, request: LLMRequest) -> LLMResult: ...
-
-
-class RetryPolicy(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    max_attempts: int = Field(default=4, ge=1)
-    backoff_base_s: float = Field(default=1.0, ge=0)
-    backoff_max_s: float = Field(default=30.0, ge=0)
-    timeout_s: float = Field(default=300.0, gt=0)  # hard wall-clock limit of ONE attempt
-
-
-class Budget:
-    """A run's USD cap, shared by all roles' clients (thread-safe).
-
-    Checked before each attempt, so calls already in flight may overshoot the cap by
-    their own cost; what stops is the next call.
-    """
-
-    def __init__(self, max_usd: float | None):
-        if max_usd is not None and max_usd < 0:
-            raise ValueError(f"budget cap must be >= 0 USD or None (unlimited), got {max_usd}")
-        self.max_usd = max_usd
-        self._spent = 0.0
-        self._lock = threading.Lock()
-
-    @property
-    def spent(self) -> float:
-        with self._lock:
-            return self._spent
-
-    def add(self, usd: float) -> None:
-        with self._lock:
-            self._spent += usd
-
-    def check(self) -> None:
-        if self.max_usd is None:
-            return
-        spent = self.spent
-        if spent >= self.max_usd:
-            raise LLMError(
-                "budget",
-                f"LLM budget exhausted: spent ${spent:.4f} of the ${self.max_usd:.4f} cap; raise the run's USD cap to continue",
-            )
+from agent.llm.types import Budget, ErrorKind, LLMError, LLMRequest, LLMResult, RetryPolicy, Usage
+from agent.llm.pricing import PriceTable
+from agent.rundir.secrets import redact
 
 
 # --------------------------------------------------------------------------- pure helpers
-
-_KEY_SHAPES = [
-    (re.compile(r"\bsk-[A-Za-z0-9_\-*]{6,}"), "sk-***"),
-    (re.compile(r"(?i)\bbearer\s+\S+"), "Bearer ***"),
-]
-
-
-def one_line(text: str, limit: int = 400) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
-
-
-def redact(text: str, secrets: list[str | None]) -> str:
-    """Remove keys from text meant for humans: servers echo keys in auth errors."""
-    for s in secrets:
-        if s and len(s) >= 4:
-            text = text.replace(s, "***")
-    for pattern, repl in _KEY_SHAPES:
-        text = pattern.sub(repl, text)
-    return text
-
 
 def kind_for_status(status: int) -> tuple[ErrorKind, bool]:
     """(kind, retryable) of an HTTP error status."""
     if status in (401, 403):
         return "auth", False
+    if status == 404:
+        return "not_found", False
     if status == 408:
         return "timeout", True
     if status == 429:
@@ -314,8 +172,6 @@ class SDKProvider(ABC):
         budget: Budget | None,
         prices: Any,
     ):
-        from agent.llm.pricing import PriceTable  # here: pricing imports this module
-
         if not model or not model.strip():
             raise ValueError(f"{self.provider}: empty model name; give one, e.g. {self.provider}:MODEL")
         self.model = model.strip()
@@ -393,6 +249,8 @@ class SDKProvider(ABC):
         hint = ""
         if f.kind == "auth":
             hint = f"; check {self.key_env}"
+        elif f.kind == "not_found":
+            hint = f"; check the model name {self.model!r} and the base URL"
         elif f.kind == "timeout":
             hint = f"; per-attempt limit {self.retry.timeout_s:g} s (retry.timeout_s)"
         msg = f"{where}: {f.kind} ({status}{f.detail}) after {attempts} attempt(s){hint}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from agent.llm.base import Budget, LLMClient, RetryPolicy
+from agent.llm.types import Budget, LLMClient, RetryPolicy
 
 PROVIDERS = ("openai", "anthropic")
 _FORMS = "openai:MODEL (also any OpenAI-compatible server via OPENAI_BASE_URL) or anthropic:MODEL"
@@ -32,15 +32,14 @@ def make_client(
     max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens",
 ) -> LLMClient:
     provider, model = parse_spec(spec)
-    # SDKs imported here so that loading the LLM layer does not import both.
     if provider == "openai":
-        from agent.llm.openai_provider import OpenAIProvider
+        from agent.llm.openai_provider import OpenAIProvider  # slow to import (seconds): only a run using it pays
 
         return OpenAIProvider(
             model, base_url=base_url, api_key=api_key, retry=retry, budget=budget, prices=prices, max_tokens_param=max_tokens_param
         )
     if max_tokens_param != "max_tokens":
         raise ValueError(f"max_tokens_param={max_tokens_param!r} applies to openai:MODEL only, not {spec!r}")
-    from agent.llm.anthropic_provider import AnthropicProvider
+    from agent.llm.anthropic_provider import AnthropicProvider  # slow to import (seconds): only a run using it pays
 
     return AnthropicProvider(model, base_url=base_url, api_key=api_key, retry=retry, budget=budget, prices=prices)

@@ -1,7 +1,7 @@
 """Every LLM call of a run goes through here: leak screen, journal, budget, replay. (Totals are
-counted from the journal: agent/search.py journal_totals.)
+counted from the journal: agent/rundir/schema.py journal_totals.)
 
-Each prompt is screened (agent/leak_guard.py): a line that carries hidden-grader material is
+Each prompt is screened (agent/llm/leak_guard.py): a line that carries hidden-grader material is
 withheld, the call goes ahead without it, and a `withheld` event names what and why. Every
 answer, served or paid, is the model's own text from then on.
 
@@ -16,13 +16,21 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from agent.journal import Journal
+from agent.rundir.journal import Journal
+from agent.rundir.schema import Event
 from agent.llm import LLMClient, LLMError, LLMRequest, Message
-from agent.leak_guard import LeakGuard
+from agent.llm.leak_guard import LeakGuard
+from agent.llm.types import FATAL_KINDS
+from agent.search.utilization import Busy
 
 
 class BudgetExhausted(Exception):
     """The run's USD cap is reached: no new call is made and the run ends cleanly."""
+
+
+class ModelUnreachable(Exception):
+    """An error no retry can cure (no key, a key refused, no such model, a request rejected): the
+    search stops at once, its run directory resumable once the cause is fixed."""
 
 
 @dataclass
@@ -71,11 +79,15 @@ class Gateway:
         self.max_tokens, self.temperature, self.top_p = max_tokens, temperature, top_p
         self.recorded = recorded
         self.offline = offline  # replay: a call that was not recorded fails instead of going out
+        self.busy = Busy()  # time spent waiting on the model (run.json's llm_busy_share)
+        self.closing = False  # the search stops: proposals still in flight make no new call
 
     def client_for(self, role: str) -> LLMClient:
         return self.clients.get(role) or self.clients["default"]
 
     def call(self, role: str, system: str, user: str, tag: str) -> Outcome:
+        if self.closing:
+            return Outcome(None, "the search is stopping; call not made", "stopped")
         client = self.client_for("executor" if role == "repair" else role)
         with self._lock:
             system_s, user_s = self.guard.screen(system), self.guard.screen(user)
@@ -85,7 +97,7 @@ class Gateway:
         rhash = request.request_hash(client.provider, client.model)
         base = {"role": role, "tag": tag, "provider": client.provider, "model": client.model, "request_hash": rhash}
         if system_s.withheld or user_s.withheld:
-            self.journal.append("withheld", role=role, tag=tag, request_hash=rhash, items=system_s.withheld + user_s.withheld)
+            self.journal.append(Event.withheld, role=role, tag=tag, request_hash=rhash, items=system_s.withheld + user_s.withheld)
         outcome = self._send(client, request, base)
         outcome.sent = user_s.text
         with self._lock:
@@ -96,23 +108,26 @@ class Gateway:
         tag, rhash = base["tag"], base["request_hash"]
         recorded = self.recorded.take(tag, rhash) if self.recorded else None
         if recorded is not None:
-            self.journal.append("llm_call", **base, messages=[m.model_dump() for m in request.messages],
+            self.journal.append(Event.llm_call, **base, messages=[m.model_dump() for m in request.messages],
                                 text=recorded["text"], usage=recorded.get("usage"), cost_usd=0.0,
                                 latency_s=0.0, attempts=0, replayed=True)
             return Outcome(recorded["text"], replayed=True)
         if self.offline:
             msg = "not recorded in the trace being replayed (replay makes no network call)"
-            self.journal.append("llm_call", **base, text=None, error=msg, error_kind="not_recorded")
+            self.journal.append(Event.llm_call, **base, text=None, error=msg, error_kind="not_recorded")
             return Outcome(None, msg, "not_recorded")
         try:
-            result = client.complete(request)
+            with self.busy.running():
+                result = client.complete(request)
         except LLMError as e:
-            self.journal.append("llm_call", **base, messages=[m.model_dump() for m in request.messages],
+            self.journal.append(Event.llm_call, **base, messages=[m.model_dump() for m in request.messages],
                                 text=None, error=str(e), error_kind=e.kind, attempts=e.attempts)
             if e.kind == "budget":
                 raise BudgetExhausted(str(e)) from None
+            if e.kind in FATAL_KINDS:
+                raise ModelUnreachable(str(e)) from None
             return Outcome(None, str(e), e.kind)
-        self.journal.append("llm_call", **base, messages=[m.model_dump() for m in request.messages],
+        self.journal.append(Event.llm_call, **base, messages=[m.model_dump() for m in request.messages],
                             text=result.text, usage=result.usage.model_dump(), cost_usd=result.cost_usd,
                             priced=result.priced, latency_s=round(result.latency_s, 4), attempts=result.attempts,
                             finish_reason=result.finish_reason)

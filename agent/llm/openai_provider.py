@@ -7,7 +7,8 @@ from typing import Any, Literal
 
 import openai
 
-from agent.llm.base import Answer, Budget, Failure, LLMRequest, RetryPolicy, SDKProvider, Usage, classify_sdk_error
+from agent.llm.base import Answer, Failure, SDKProvider, classify_sdk_error
+from agent.llm.types import Budget, LLMRequest, RetryPolicy, Usage
 
 
 class OpenAIProvider(SDKProvider):

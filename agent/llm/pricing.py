@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agent.llm.base import Usage
+from agent.llm.types import Usage
 
 DEFAULT_PRICES = Path(__file__).resolve().parents[2] / "configs" / "prices.yaml"
 

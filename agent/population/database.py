@@ -3,7 +3,7 @@
 What it holds
 -------------
 Every graded candidate is a `Solution`, kept for the whole run (`all()`), failures included
-(`failures()`: status != ok or hard fails). Only correct solutions with a positive, finite
+(`failures()`: not correct, evaluator.verdict's one rule). Only correct solutions with a positive, finite
 speedup (`fitness`) become *members* of an island, and only members are parents or
 inspirations. A correct solution without a usable speedup is stored but never a member:
 there is nothing to rank it by. A solution whose `duplicate_of` is set (same code as an
@@ -38,62 +38,22 @@ elite of the island's cells, then a random draw from the island's other cell eli
 if short from other islands' cell elites, then from the island's remaining members.
 Every draw comes from the caller's `random.Random`; candidate lists are ordered by the
 order of addition, so the same state and seed give the same picks.
-
-LoongFlow checkpoint layout (`write_loongflow_checkpoint`)
----------------------------------------------------------
-Field names are those of LoongFlow's evolution memory: the `Solution` dataclass of
-`agentsdk/memory/evolution/base_memory.py` and `InMemory.save_checkpoint` in
-`agentsdk/memory/evolution/in_memory.py`, which writes dest/solutions/<solution_id>.json,
-dest/metadata.json and dest/best_solution.json. The directory is written under a temporary
-name next to dest, every file fsynced, then renamed into place: dest is either absent,
-the previous complete checkpoint, or the new complete one.
-
-solutions/<id>.json and best_solution.json (LoongFlow field <- pesflow):
-  solution_id   <- id
-  solution      <- the scope files concatenated, each after a "# ==== <path> ====" line
-                   (LoongFlow's field is a string, so the string form goes here; the
-                   path -> text object is metadata.files)
-  generate_plan <- plan
-  parent_id     <- parent_id, "" for none (LoongFlow's default)
-  island_id     <- island (0 is island 0)
-  iteration     <- round
-  timestamp     <- the order of addition (0, 1, 2, ...): LoongFlow only sorts by it
-  generation    <- depth in the parent chain (baseline 0)
-  sample_cnt    <- how many times `sample` returned it as a parent
-  sample_weight <- 0.0 (weights depend on the island and are recomputed at each sample)
-  score         <- fitness (speedup when correct), 0.0 otherwise (LoongFlow keeps
-                   score-0 solutions out of its population, as we keep failures out)
-  evaluation    <- JSON text of {status, speedup, reward, hard_fail_reasons,
-                   tests: {passed, total}, duplicate_of} (LoongFlow's field is a string)
-  summary       <- lessons
-  metadata      <- {files, content_hash, features, cell, MAP_Elite_feature (JSON list of
-                   bins, as LoongFlow stores it), correct, duplicate_of, evaluation (the
-                   same object as above, not encoded)}
-metadata.json: iteration and last_iteration (the round), num_islands, islands (member
-ids per island), island_feature_map (cell -> id per island), island_best_solution,
-elites (every cell elite), best_solution_id ("" when none), total_generated_solutions,
-total_valid_solutions (solutions with a fitness), counts, feature_dimensions,
-feature_bins, last_migration_generation (the last round that migrated), then the caller's extra_metadata keys (which may not reuse those names).
-best_solution.json is written only when there is a best, as LoongFlow does.
+LoongFlow's checkpoint layout of a population: agent/population/loongflow_format.py.
 """
 
 from __future__ import annotations
 
-import difflib
-import json
 import math
-import os
 import random
 import re
-import shutil
-import tempfile
-from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agent.population.sampling import FEATURES, code_lines, diff_lines, feature_bin, select_parent
+from evaluator.verdict import is_correct
+
 STATUSES = ("ok", "hard_fail", "scope_violation", "timeout", "grader_error", "infra_error", "no_code")
-FEATURES = ("code_lines", "diff_lines")
 FORMAT = "pesflow.population/1"
 _STATE_KEYS = ("config", "baseline_files", "solutions", "members", "cells", "sample_counts", "last_migration")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # ids become file names in checkpoints
@@ -161,7 +121,7 @@ class Solution(BaseModel):
 
     @property
     def correct(self) -> bool:
-        return self.status == "ok" and not self.hard_fail_reasons
+        return is_correct(self.status, self.hard_fail_reasons)
 
     @property
     def fitness(self) -> float | None:
@@ -204,76 +164,6 @@ class PopulationConfig(BaseModel):
         if self.exploration_ratio + self.exploitation_ratio > 1:
             raise ValueError("exploration_ratio + exploitation_ratio must be <= 1; lower one of them")
         return self
-
-
-# ---------------------------------------------------------------- pure functions
-
-
-def code_lines(files: dict[str, str]) -> int:
-    return sum(len(text.splitlines()) for text in files.values())
-
-
-def diff_lines(baseline: dict[str, str], files: dict[str, str]) -> int:
-    """Lines added plus lines removed, file by file, as a diff stat counts them."""
-    total = 0
-    for path in sorted(set(baseline) | set(files)):
-        a = baseline.get(path, "").splitlines()
-        b = files.get(path, "").splitlines()
-        if a == b:
-            continue
-        ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
-        total += sum((i2 - i1) + (j2 - j1) for tag, i1, i2, j1, j2 in ops if tag != "equal")
-    return total
-
-
-def feature_bin(name: str, value: float, baseline_lines: int, bins: int) -> int:
-    """The bin of one feature value on the fixed log2 scale described in the module docstring."""
-    l0 = max(baseline_lines, 1)
-    if name == "code_lines":
-        b = bins // 2 + math.floor(2 * math.log2(max(value, 1) / l0))
-    elif name == "diff_lines":
-        b = math.floor(math.log2(1 + max(value, 0) / max(1.0, l0 / 16)))
-    else:
-        raise PopulationError(f"unknown feature {name!r}; use one of {list(FEATURES)}")
-    return min(max(b, 0), bins - 1)
-
-
-def normalized_fitness(fitness: Sequence[float]) -> list[float]:
-    """Min-max of log(fitness) into [0, 1]; all equal -> all 1.0. Scale-free by construction."""
-    logs = [math.log(f) for f in fitness]
-    lo, hi = min(logs), max(logs)
-    if hi - lo <= 1e-12:
-        return [1.0] * len(logs)
-    return [(x - lo) / (hi - lo) for x in logs]
-
-
-def select_parent(
-    fitness: Sequence[float],
-    rng: random.Random,
-    *,
-    exploration_ratio: float,
-    exploitation_ratio: float,
-    temperature: float,
-) -> tuple[int, str]:
-    """Index of the chosen parent and how: "explore", "exploit" or "boltzmann".
-
-    Ties for the best go to the lowest index (callers order by addition).
-    """
-    if not fitness:
-        raise PopulationError("select_parent needs at least one candidate")
-    u = rng.random()
-    if u < exploration_ratio:
-        return rng.randrange(len(fitness)), "explore"
-    if u < exploration_ratio + exploitation_ratio:
-        return max(range(len(fitness)), key=lambda i: (fitness[i], -i)), "exploit"
-    norm = normalized_fitness(fitness)
-    # Shifted by the max so a small temperature cannot overflow; the ratios are unchanged.
-    weights = [math.exp((n - 1.0) / temperature) for n in norm]
-    return rng.choices(range(len(fitness)), weights=weights)[0], "boltzmann"
-
-
-def concatenated(files: dict[str, str]) -> str:
-    return "\n".join(f"# ==== {path} ====\n{files[path]}" for path in sorted(files))
 
 
 # ---------------------------------------------------------------- the database
@@ -453,47 +343,6 @@ class Population:
         pop._last_migration = int(d["last_migration"])
         return pop
 
-    def write_loongflow_checkpoint(self, dest: Path, *, iteration: int, extra_metadata: dict[str, Any]) -> None:
-        files = self.loongflow_files(iteration=iteration, extra_metadata=extra_metadata)
-        write_dir_atomically(Path(dest), files)
-
-    def loongflow_files(self, *, iteration: int, extra_metadata: dict[str, Any]) -> dict[str, Any]:
-        """Relative path -> JSON object of the checkpoint: the pure half of the writer."""
-        if iteration < 0:
-            raise PopulationError(f"checkpoint iteration must be >= 0 (got {iteration})")
-        best = self.best()
-        out: dict[str, Any] = {f"solutions/{s.id}.json": self._loongflow_solution(s) for s in self._sols.values()}
-        if best is not None:
-            out["best_solution.json"] = self._loongflow_solution(best)
-        meta: dict[str, Any] = {
-            "iteration": iteration,
-            "last_iteration": iteration,
-            "num_islands": self.config.islands,
-            "islands": [self._ordered(m) for m in self._members],
-            "island_feature_map": [dict(sorted(c.items())) for c in self._cells],
-            "island_best_solution": [m[0].id if (m := self._island_top(i)) else None for i in range(self.config.islands)],
-            "elites": self._ordered({sid for c in self._cells for sid in c.values()}),
-            "best_solution_id": best.id if best else "",
-            "total_generated_solutions": len(self._sols),
-            "total_valid_solutions": sum(1 for s in self._sols.values() if s.fitness is not None),
-            "counts": {
-                "solutions": len(self._sols),
-                "correct": sum(1 for s in self._sols.values() if s.correct),
-                "failures": len(self.failures()),
-                "duplicates": sum(1 for s in self._sols.values() if s.duplicate_of is not None),
-                "members_per_island": [len(m) for m in self._members],
-            },
-            "feature_dimensions": list(self.config.features),
-            "feature_bins": self.config.bins,
-            "last_migration_generation": self._last_migration,
-        }
-        clash = sorted(set(extra_metadata) & set(meta))
-        if clash:
-            raise PopulationError(f"extra_metadata reuses checkpoint keys {clash}; rename them")
-        meta.update(extra_metadata)
-        out["metadata.json"] = meta
-        return out
-
     # -- internals
 
     def _check_island(self, island: int) -> None:
@@ -551,104 +400,31 @@ class Population:
         chosen += rng.sample(left, min(n - len(chosen), len(left)))
         return chosen
 
-    def _generation(self, sid: str) -> int:
+    def generation(self, sid: str) -> int:
         depth, seen = 0, {sid}
         while (p := self._sols[sid].parent_id) is not None and p in self._sols and p not in seen:
             depth, sid = depth + 1, p
             seen.add(p)
         return depth
 
-    def _loongflow_solution(self, s: Solution) -> dict[str, Any]:
-        evaluation = {
-            "status": s.status,
-            "speedup": s.speedup,
-            "reward": s.reward,
-            "hard_fail_reasons": list(s.hard_fail_reasons),
-            "tests": {"passed": s.tests_passed, "total": s.tests_total},
-            "duplicate_of": s.duplicate_of,
-        }
-        cell = self.cell_of(s)
-        return {
-            "solution_id": s.id,
-            "solution": concatenated(s.files),
-            "generate_plan": s.plan,
-            "parent_id": s.parent_id or "",
-            "island_id": s.island,
-            "iteration": s.round,
-            "timestamp": float(self._index[s.id]),
-            "generation": self._generation(s.id),
-            "sample_cnt": self._sample_counts.get(s.id, 0),
-            "sample_weight": 0.0,
-            "score": s.fitness if s.fitness is not None else 0.0,
-            "evaluation": json.dumps(evaluation, ensure_ascii=False),
-            "summary": s.lessons,
-            "metadata": {
-                "files": dict(s.files),
-                "content_hash": s.content_hash,
-                "features": dict(s.features),
-                "cell": cell,
-                "MAP_Elite_feature": json.dumps([int(b) for b in cell.split("-")] if cell != "_" else []),
-                "correct": s.correct,
-                "duplicate_of": s.duplicate_of,
-                "evaluation": evaluation,
-            },
-        }
+    # -- what the LoongFlow export reads (agent/population/loongflow_format.py)
 
+    def order(self, sid: str) -> int:
+        """When a solution was added (0, 1, 2, ...)."""
+        return self._index[sid]
 
-# ---------------------------------------------------------------- atomic directory writes
+    def sample_count(self, sid: str) -> int:
+        return self._sample_counts.get(sid, 0)
 
+    def member_ids(self, island: int) -> list[str]:
+        return self._ordered(self._members[island])
 
-def _write_json(path: Path, obj: Any) -> None:
-    data = json.dumps(obj, ensure_ascii=False, indent=2, allow_nan=False).encode("utf-8")
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    def cells(self, island: int) -> dict[str, str]:
+        return dict(sorted(self._cells[island].items()))
 
+    def island_top(self, island: int) -> list[Solution]:
+        return self._island_top(island)
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_dir_atomically(dest: Path, files: dict[str, Any], before_rename: Callable[[], None] | None = None) -> None:
-    """Write files into a temp dir beside dest, fsync, then rename it to dest.
-
-    An existing dest is swapped out only once the new one is complete, and put back if
-    the swap itself fails. Leftovers of a killed writer (hidden names) are cleared first.
-    """
-    if dest.exists() and not dest.is_dir():
-        raise PopulationError(f"checkpoint path {dest} exists and is not a directory; choose another path")
-    parent = dest.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    for stale in list(parent.glob(f".{dest.name}.tmp-*")) + list(parent.glob(f".{dest.name}.old-*")):
-        shutil.rmtree(stale, ignore_errors=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=parent))
-    old: Path | None = None
-    try:
-        os.chmod(tmp, 0o755)  # mkdtemp's 0700 would follow the rename and hide it from other readers
-        for rel in sorted(files):
-            path = tmp / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            _write_json(path, files[rel])
-        for d in sorted({(tmp / rel).parent for rel in files}, key=lambda p: -len(p.parts)):
-            _fsync_dir(d)
-        if before_rename is not None:  # a fault-injection point for the crash tests
-            before_rename()
-        if dest.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=parent))
-            os.replace(dest, old)  # onto an empty directory: allowed by rename(2)
-        os.replace(tmp, dest)
-        _fsync_dir(parent)
-    except BaseException:
-        if old is not None and not dest.exists():
-            os.replace(old, dest)
-            old = None
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    finally:
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+    @property
+    def last_migration(self) -> int | None:
+        return self._last_migration

@@ -15,10 +15,14 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agent import journal
-from agent.leak_guard import LeakGuard
-from agent.search import files_hash
-from agent.secrets import find_secrets
+from agent.rundir import journal
+from agent.llm.leak_guard import LeakGuard
+from agent.search.steps import files_hash
+from agent.readers.loongflow.audit import audit_loongflow
+from agent.readers.loongflow.trace import is_loongflow_trace
+from agent.rundir.schema import STATE_FILE
+from agent.rundir.secrets import find_secrets
+from agent.rundir.store import checkpoints_of
 from evaluator.candidate import apply_diff
 from evaluator.task import TaskError, load_task
 
@@ -36,10 +40,10 @@ class AuditReport(BaseModel):
 
 
 def _last_state(run_dir: Path) -> tuple[str | None, dict[str, Any] | None]:
-    found = sorted(p for p in run_dir.glob("checkpoints/round-*") if (p / "pesflow_state.json").is_file())
+    found = checkpoints_of(run_dir)
     if not found:
         return None, None
-    return found[-1].name, json.loads((found[-1] / "pesflow_state.json").read_text())
+    return found[-1][1].name, json.loads((found[-1][1] / STATE_FILE).read_text())
 
 
 def audit_run(run_dir: Path) -> AuditReport:
@@ -77,7 +81,7 @@ def audit_run(run_dir: Path) -> AuditReport:
     for cid in missing:
         v(f"candidate {cid} is journaled for a checkpointed round but missing from {cp_name}")
     cp_events = [e["data"]["round"] for e in events if e["kind"] == "checkpoint"]
-    on_disk = sorted(int(p.name.split("-")[1]) for p in run_dir.glob("checkpoints/round-*") if (p / "pesflow_state.json").is_file())
+    on_disk = [k for k, _ in checkpoints_of(run_dir)]
     if sorted(set(cp_events)) != on_disk:
         v(f"checkpoints on disk {on_disk} do not match the journal's {sorted(set(cp_events))}")
     else:
@@ -157,11 +161,7 @@ def audit(path: Path) -> AuditReport:
     path = path.resolve()
     if (path / "run.json").is_file() and (path / "journal.jsonl").is_file():
         return audit_run(path)
-    try:
-        from agent.loongflow import audit_loongflow, is_loongflow_trace
-    except ImportError:  # pragma: no cover
-        is_loongflow_trace = None  # type: ignore[assignment]
-    if is_loongflow_trace is not None and is_loongflow_trace(path):
+    if is_loongflow_trace(path):
         report = audit_loongflow(path)
         return AuditReport(kind="loongflow", path=str(path), findings=report.findings, violations=report.violations,
                            stats=report.stats)

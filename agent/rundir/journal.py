@@ -18,7 +18,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from agent.secrets import redact
+from agent.rundir.schema import Event
+from agent.rundir.secrets import redact
 
 GENESIS = "0" * 64
 
@@ -85,7 +86,8 @@ class Journal:
             tmp.write_text(good)
             os.replace(tmp, self.path)
 
-    def append(self, kind: str, **data: Any) -> dict[str, Any]:
+    def append(self, kind: Event | str, **data: Any) -> dict[str, Any]:
+        kind = Event(kind).value  # a kind the schema does not name is a bug here, not a new event
         with self._lock:
             entry = {
                 "seq": self._seq,

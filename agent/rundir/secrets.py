@@ -1,8 +1,9 @@
-"""Keep API keys off the disk: every text pesflow writes into a run passes through `redact`.
+"""Keep API keys off the disk and out of messages: one `redact` for every text pesflow writes
+into a run (files, journal) and every error it words from a server's answer.
 
 Secrets are the values of environment variables whose names say key, token, secret or
-password (as the SDKs' OPENAI_API_KEY, ANTHROPIC_API_KEY ...), plus anything shaped like a
-provider key even when it came from elsewhere.
+password (as the SDKs' OPENAI_API_KEY, ANTHROPIC_API_KEY ...), any value the caller names
+(the key a client holds), and anything shaped like a provider key or a bearer token.
 """
 
 from __future__ import annotations
@@ -11,7 +12,11 @@ import os
 import re
 
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
-KEY_SHAPES = re.compile(r"\b(sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{30,})\b")
+KEY_SHAPES = [
+    (re.compile(r"\bsk-[A-Za-z0-9_\-*]{6,}"), "sk-***"),
+    (re.compile(r"\b(?:AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{30,})\b"), "***"),
+    (re.compile(r"(?i)\bbearer\s+\S+"), "Bearer ***"),
+]
 
 
 def secret_values(environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -19,16 +24,19 @@ def secret_values(environ: dict[str, str] | None = None) -> dict[str, str]:
     return {name: v for name, v in env.items() if _SECRET_NAME.search(name) and len(v) >= 8 and not v.startswith("/")}
 
 
-def redact(text: str, environ: dict[str, str] | None = None) -> str:
-    for name, value in sorted(secret_values(environ).items(), key=lambda kv: -len(kv[1])):
-        if value in text:
-            text = text.replace(value, f"[REDACTED:{name}]")
-    return KEY_SHAPES.sub("[REDACTED:key-shaped]", text)
+def redact(text: str, extra: list[str | None] = (), environ: dict[str, str] | None = None) -> str:  # type: ignore[assignment]
+    """`text` with every secret replaced by `***` and every key-shaped string masked."""
+    values = [v for v in extra if v and len(v) >= 4] + list(secret_values(environ).values())
+    for value in sorted(set(values), key=len, reverse=True):
+        text = text.replace(value, "***")
+    for pattern, repl in KEY_SHAPES:
+        text = pattern.sub(repl, text)
+    return text
 
 
 def find_secrets(text: str, environ: dict[str, str] | None = None) -> list[str]:
-    """Names of the secrets (or 'key-shaped') that appear in `text`; for audits."""
+    """Names of the secrets (or 'key-shaped') that appear in `text` unmasked; for audits."""
     found = [name for name, value in secret_values(environ).items() if value in text]
-    if KEY_SHAPES.search(text):
+    if any("*" not in m.group(0) for pattern, _ in KEY_SHAPES[:2] for m in pattern.finditer(text)):
         found.append("key-shaped")
     return found

@@ -1,28 +1,23 @@
-"""The run directory: where a search leaves everything it did (shared/DESIGN.md).
+"""The run directory's one writer (its layout: agent/rundir/schema.py).
 
-    traces/<task>/<run-id>/
-      run.json                 config, task, versions, seed, timing, totals, status, best
-      journal.jsonl            hash-chained events (agent/journal.py)
-      rounds/<k>/planner/      prompt.md, response.md
-      rounds/<k>/executor/<child>/   prompt.md, response.md, [repair_*], candidate.diff, verdict.json
-      rounds/<k>/summarizer/   prompt.md, response.md, lessons.json
-      evaluations/<hash>/      the grader's logs for each distinct candidate
-      checkpoints/round-<k>/   LoongFlow layout (best_solution.json, metadata.json, solutions/)
-                               + pesflow_state.json (population, RNG, memory, totals)
-      final/                   the chosen candidate as a patch, its verdicts, report.md
-Every file goes through `redact`; whole files are replaced atomically (write, fsync, rename).
+Every file goes through `redact`; whole files are replaced atomically (write, fsync, rename), a
+checkpoint folder as a whole (written aside, then renamed into place); a new run folder appears
+with its run.json already in it. Commands that write into a run directory (run, resume, replay,
+baselines, import) all go through a RunStore.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from agent.journal import Journal
-from agent.secrets import redact
+from agent.rundir.journal import Journal
+from agent.rundir.schema import STATE_FILE
+from agent.rundir.secrets import redact
 
 
 class RunDirError(Exception):
@@ -82,13 +77,18 @@ class RunStore:
     def checkpoint_dir(self, k: int) -> Path:
         return self.root / "checkpoints" / f"round-{k:02d}"
 
-    def latest_checkpoint(self) -> tuple[int, Path] | None:
-        found = sorted(self.root.glob("checkpoints/round-*"))
-        found = [p for p in found if (p / "pesflow_state.json").is_file()]
-        if not found:
-            return None
-        p = found[-1]
-        return int(p.name.split("-")[1]), p
+    def checkpoints(self) -> list[tuple[int, Path]]:
+        """(round, folder) of every complete checkpoint, in round order."""
+        return checkpoints_of(self.root)
+
+    def latest_state(self, up_to: int | None = None) -> dict[str, Any] | None:
+        """The pesflow_state.json of the last complete checkpoint (of round <= up_to)."""
+        return latest_state(self.root, up_to)
+
+    def write_checkpoint(self, k: int, files: dict[str, Any], before_rename: Callable[[], None] | None = None) -> Path:
+        """A round's checkpoint folder, whole or not at all."""
+        write_dir_atomically(self.checkpoint_dir(k), files, before_rename=before_rename)
+        return self.checkpoint_dir(k)
 
     # -- run.json --------------------------------------------------------------
     def update_run(self, **fields: Any) -> dict[str, Any]:
@@ -100,3 +100,77 @@ class RunStore:
         data.update(tail)
         self.write_json("run.json", data)
         return data
+
+
+def checkpoints_of(root: Path) -> list[tuple[int, Path]]:
+    """(round, folder) of every complete checkpoint of a run directory, in round order."""
+    found = []
+    for p in root.glob("checkpoints/round-*"):
+        try:
+            k = int(p.name.split("-")[1])
+        except (IndexError, ValueError):
+            continue
+        if (p / STATE_FILE).is_file():
+            found.append((k, p))
+    return sorted(found)
+
+
+def latest_state(root: Path, up_to: int | None = None) -> dict[str, Any] | None:
+    found = [p for k, p in checkpoints_of(root) if up_to is None or k <= up_to]
+    return json.loads((found[-1] / STATE_FILE).read_text()) if found else None
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    data = json.dumps(obj, ensure_ascii=False, indent=2, allow_nan=False).encode("utf-8")
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_dir_atomically(dest: Path, files: dict[str, Any], before_rename: Callable[[], None] | None = None) -> None:
+    """Write files into a temp dir beside dest, fsync, then rename it to dest.
+
+    An existing dest is swapped out only once the new one is complete, and put back if
+    the swap itself fails. Leftovers of a killed writer (hidden names) are cleared first.
+    """
+    if dest.exists() and not dest.is_dir():
+        raise RunDirError(f"checkpoint path {dest} exists and is not a directory; choose another path")
+    parent = dest.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    for stale in list(parent.glob(f".{dest.name}.tmp-*")) + list(parent.glob(f".{dest.name}.old-*")):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.tmp-", dir=parent))
+    old: Path | None = None
+    try:
+        os.chmod(tmp, 0o755)  # mkdtemp's 0700 would follow the rename and hide it from other readers
+        for rel in sorted(files):
+            path = tmp / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _write_json(path, files[rel])
+        for d in sorted({(tmp / rel).parent for rel in files}, key=lambda p: -len(p.parts)):
+            _fsync_dir(d)
+        if before_rename is not None:  # a fault-injection point for the crash tests
+            before_rename()
+        if dest.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{dest.name}.old-", dir=parent))
+            os.replace(dest, old)  # onto an empty directory: allowed by rename(2)
+        os.replace(tmp, dest)
+        _fsync_dir(parent)
+    except BaseException:
+        if old is not None and not dest.exists():
+            os.replace(old, dest)
+            old = None
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)

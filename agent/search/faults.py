@@ -1,6 +1,7 @@
-"""Fault injection for the crash tests: PESFLOW_FAULT_PAUSE=<point>:<round>:<seconds> makes the
-run stop for a while at a named point of one round (and say so with a PAUSED-<point> file in
-the run directory), so that a test can SIGKILL it exactly there. Unset, it does nothing."""
+"""Fault injection for the crash tests: PESFLOW_FAULT_PAUSE=<point>:<round or *>:<seconds> makes the
+run stop for a while at a named point of one round (and say so with a line in a PAUSED-<point>
+file in the run directory, one per pause: two graders paused at once write two), so that a test
+can SIGKILL it exactly there. Unset, it does nothing."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ def pause(point: str, round_: int, run_dir: Path) -> None:
     if not spec:
         return
     name, k, seconds = spec.split(":")
-    if name == point and int(k) == round_:
-        (run_dir / f"PAUSED-{point}").write_text(str(time.time()))
+    if name == point and (int(k) == round_ if k != "*" else round_ > 0):  # "*": every round of the search
+        with open(run_dir / f"PAUSED-{point}", "a") as f:
+            f.write(f"{time.time()}\n")
         time.sleep(float(seconds))

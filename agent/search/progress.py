@@ -17,6 +17,7 @@ class Progress:
         self.task, self.rounds = task, rounds
         self.rows: list[tuple[str, ...]] = []
         self.status = ""
+        self.note = ""  # utilization, shown under the table
         self.started = time.monotonic()
         self.live: Live | None = None
         if self.live_mode:
@@ -24,7 +25,8 @@ class Progress:
             self.live.start()
 
     def _table(self) -> Table:
-        t = Table(title=f"pesflow · {self.task} · {self.rounds} rounds", caption=self.status, expand=False)
+        caption = f"{self.status}\n{self.note}" if self.note else self.status
+        t = Table(title=f"pesflow · {self.task} · {self.rounds} rounds", caption=caption, expand=False)
         for col in ("round", "proposed", "graded", "failed", "best", "speedup", "tokens", "USD", "elapsed"):
             t.add_column(col, justify="right" if col not in ("best",) else "left")
         for r in self.rows:
@@ -36,17 +38,22 @@ class Progress:
         if self.live:
             self.live.update(self._table())
 
-    def round_done(self, k: int, *, proposed: int, graded: int, failed: int, best: Any, totals: dict[str, Any]) -> None:
+    def round_done(self, k: int, *, proposed: int, graded: int, failed: int, best: Any, totals: dict[str, Any],
+                   note: str = "") -> None:
+        """`note`: how busy the graders and the model are (agent/search/utilization.py one_line)."""
         tokens = totals.get("input_tokens", 0) + totals.get("output_tokens", 0)
         row = (str(k), str(proposed), str(graded), str(failed), best.id if best else "-",
                f"{best.speedup:.3f}x" if best and best.speedup else "-", f"{tokens}", f"{totals.get('usd', 0):.4f}",
                f"{totals.get('elapsed_seconds', 0):.0f}s")
         self.rows.append(row)
+        if note:
+            self.note = note
         if self.live:
             self.live.update(self._table())
         else:
             self.console.print(f"round {row[0]}: proposed {row[1]}, graded {row[2]}, failed {row[3]}; best {row[4]} "
-                               f"{row[5]}; tokens {row[6]}; USD {row[7]}; {row[8]}", highlight=False, soft_wrap=True)
+                               f"{row[5]}; tokens {row[6]}; USD {row[7]}; {row[8]}" + (f"; {note}" if note else ""),
+                               highlight=False, soft_wrap=True)
 
     def close(self) -> None:
         if self.live:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from string import Template
 
-from agent.population import Solution
+from agent.population.database import Solution
 
-PROMPTS = Path(__file__).resolve().parent.parent / "prompts"
+PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
 _LANG = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".cc": "cpp", ".h": "cpp", ".c": "c"}
 VARIANTS = [
     "Implement the plan faithfully and carefully.",

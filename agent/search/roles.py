@@ -10,10 +10,11 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from agent.edits import EDIT_FORMAT_HELP, extract_and_apply, format_failures
-from agent.gateway import Gateway
-from agent.population import Solution
-from agent.prompts import code_block, render, variant, verdict_text
+from agent.llm.gateway import Gateway
+from agent.population.database import Solution
+from agent.search.edits import EDIT_FORMAT_HELP, extract_and_apply, format_failures
+from agent.search.prompts import code_block, render, variant, verdict_text
+from evaluator.candidate import Candidate
 
 SYSTEM = "You are part of pesflow, an evolutionary search for faster, exactly correct kernels and systems code."
 WHOLE_FILE_HELP = (
@@ -35,36 +36,55 @@ class Context:
     lesson_chars: int = 400
     plan_chars: int = 4000
     inspiration_chars: int = 6000
+    context_share: float = 0.25
     whole_files_only: bool = False
 
 
-def _memory_text(memory: list[str]) -> str:
-    return "\n".join(f"- {m}" for m in memory) or "(nothing yet)"
+def fit(items: list[str], budget: int, joiner: str = "\n") -> str:
+    """Whole items in order while they fit in `budget` characters; the first that does not is cut
+    when enough room is left to say something, and the rest are dropped."""
+    out: list[str] = []
+    used = 0
+    for item in items:
+        sep = len(joiner) if out else 0
+        room = budget - used - sep
+        if len(item) <= room:
+            out.append(item)
+            used += sep + len(item)
+            continue
+        if room >= 200:
+            out.append(item[: room - 10] + "\n... (cut)")
+        break
+    return joiner.join(out)
 
 
-def _inspirations_text(ctx: Context, inspirations: list[Solution]) -> str:
-    if not inspirations:
-        return "(none yet)"
-    parts = []
-    for s in inspirations:
-        code = code_block(s.files)
-        if len(code) > ctx.inspiration_chars:  # bounded: prompts must not grow round after round
-            code = code[: ctx.inspiration_chars] + "\n... (cut)"
-        parts.append(f"## {s.id}: {verdict_text(s)}\n{(s.lessons or '')[: ctx.lesson_chars]}\n{code}")
-    return "\n\n".join(parts)
+def _inspiration(ctx: Context, s: Solution, parent: Solution) -> str:
+    """An inspiration as what it changed against the parent: smaller than its code, and the part
+    worth reading."""
+    diff = Candidate(files=s.files).diff(parent.files)
+    body = f"```diff\n{diff[: ctx.inspiration_chars]}\n```" if diff.strip() else "(the same code as the parent)"
+    return f"## {s.id}: {verdict_text(s)}\n{(s.lessons or '')[: ctx.lesson_chars]}\n{body}"
 
 
 # ---------------------------------------------------------------- planner
-def planner_prompt(ctx: Context, parent: Solution, inspirations: list[Solution], failures: list[Solution]) -> str:
-    fails = "\n".join(f"- {s.id}: {verdict_text(s)}. {(s.lessons or '')[:200]}" for s in failures) or "(none)"
-    return render("planner", instruction=ctx.instruction, parent_id=parent.id, parent_verdict=verdict_text(parent),
-                  parent_lessons=(parent.lessons or "(none)")[: ctx.lesson_chars], parent_code=code_block(parent.files),
-                  inspirations=_inspirations_text(ctx, inspirations), memory=_memory_text(ctx.memory), failures=fails)
+def planner_prompt(ctx: Context, parent: Solution, inspirations: list[Solution], failures: list[Solution],
+                   memory: list[str]) -> str:
+    """The planner's prompt. What the search has gathered (memory, recent failures, inspirations)
+    shares one budget, `context_share` of the rest of the prompt, so that the prompt of round 16
+    is about the size of round 1's instead of growing with the population."""
+    fixed = dict(instruction=ctx.instruction, parent_id=parent.id, parent_verdict=verdict_text(parent),
+                 parent_lessons=(parent.lessons or "(none)")[: ctx.lesson_chars], parent_code=code_block(parent.files))
+    budget = int(ctx.context_share * len(render("planner", **fixed, inspirations="", memory="", failures="")))
+    mem = fit([f"- {m}" for m in memory], int(0.3 * budget))
+    fails = fit([f"- {s.id}: {verdict_text(s)}. {(s.lessons or '')[:200]}" for s in failures], int(0.2 * budget))
+    insp = fit([_inspiration(ctx, s, parent) for s in inspirations], budget - len(mem) - len(fails), "\n\n")
+    return render("planner", **fixed, inspirations=insp or "(none yet)", memory=mem or "(nothing yet)", failures=fails or "(none)")
 
 
-def plan(gw: Gateway, ctx: Context, parent: Solution, inspirations: list[Solution], failures: list[Solution], tag: str) -> tuple[str, str, bool]:
+def plan(gw: Gateway, ctx: Context, parent: Solution, inspirations: list[Solution], failures: list[Solution],
+         memory: list[str], tag: str) -> tuple[str, str, bool]:
     """(plan, prompt, ok)"""
-    prompt = planner_prompt(ctx, parent, inspirations, failures)
+    prompt = planner_prompt(ctx, parent, inspirations, failures, memory)
     out = gw.call("planner", SYSTEM, prompt, tag)
     if not out.text or not out.text.strip():
         return FALLBACK_PLAN, out.sent, False
@@ -73,7 +93,9 @@ def plan(gw: Gateway, ctx: Context, parent: Solution, inspirations: list[Solutio
 
 # ---------------------------------------------------------------- executor
 @dataclass
-class Proposal:
+class Child:
+    """A child in flight: what an executor's answer made of the parent (before it is graded)."""
+
     files: dict[str, str] | None  # full scope files of the child; None: nothing usable
     status: str  # "ok" | "no_code" | "llm_error"
     detail: str = ""
@@ -88,25 +110,25 @@ def executor_prompt(ctx: Context, parent: Solution, plan_text: str, child_index:
 
 
 def propose(gw: Gateway, ctx: Context, parent: Solution, plan_text: str, child_index: int, children: int,
-            tag: str, repair_attempts: int = 1) -> Proposal:
+            tag: str, repair_attempts: int = 1) -> Child:
     prompt = executor_prompt(ctx, parent, plan_text, child_index, children)
     out = gw.call("executor", SYSTEM, prompt, tag)
     transcript = [(out.sent, out.text or f"(no answer: {out.error})")]
     if out.text is None:
-        return Proposal(None, "llm_error", out.error or "", transcript)
+        return Child(None, "llm_error", out.error or "", transcript)
     for attempt in range(repair_attempts + 1):
         result = extract_and_apply(out.text, parent.files)
         if result.ok:
-            return Proposal({**parent.files, **result.files}, "ok", "", transcript, repaired=attempt > 0)
+            return Child({**parent.files, **result.files}, "ok", "", transcript, repaired=attempt > 0)
         problem = format_failures(result.failures) if result.failures else "Your edits changed nothing in the code."
         if attempt == repair_attempts:
-            return Proposal(None, "no_code", problem[:600], transcript, repaired=attempt > 0)
+            return Child(None, "no_code", problem[:600], transcript, repaired=attempt > 0)
         repair = render("repair", failures=problem, parent_code=code_block(parent.files),
                         edit_format_short="SEARCH/REPLACE blocks or whole files in fenced blocks")
         out = gw.call("repair", SYSTEM, prompt + "\n\n# Your previous answer\n" + out.text + "\n\n" + repair, f"{tag}/repair{attempt + 1}")
         transcript.append((out.sent, out.text or f"(no answer: {out.error})"))
         if out.text is None:
-            return Proposal(None, "llm_error", out.error or "", transcript, repaired=True)
+            return Child(None, "llm_error", out.error or "", transcript, repaired=True)
     raise AssertionError("unreachable")
 
 
@@ -120,7 +142,8 @@ def summarizer_prompt(ctx: Context, round_: int, parent: Solution, plan_text: st
             diff = diff[:3000] + "\n... (cut)"
         parts.append(f"## {c.id}: {verdict_text(c)}\n```diff\n{diff or '(no change)'}\n```")
     return render("summarizer", task_title=ctx.title, round=round_, parent_id=parent.id, parent_verdict=verdict_text(parent),
-                  plan=plan_text[:1500], children="\n\n".join(parts) or "(no children)", memory=_memory_text(ctx.memory),
+                  plan=plan_text[:1500], children="\n\n".join(parts) or "(no children)",
+                  memory="\n".join(f"- {m}" for m in ctx.memory) or "(nothing yet)",
                   memory_items=ctx.memory_items, lesson_chars=ctx.lesson_chars)
 
 

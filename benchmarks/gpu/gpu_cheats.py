@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from evaluator.candidate import apply_diff
 from evaluator.config import EvaluatorConfig, LocalConfig
-from evaluator.grader import CandidateSource, Evaluator
+from evaluator.evaluation import CandidateSource, Evaluator
 from evaluator.task import load_task
 
 TASKS = ["kfc/ssm-selective-scan-firstorder", "kfc/flash-online-softmax-prefill", "kfc/sgemm-register-blocktiling"]

@@ -35,7 +35,7 @@ from evaluator.backends.standin import StandIn, StandInError, discover, stand_in
 from evaluator.config import LocalConfig
 from evaluator.hardware import gpu_mounts
 from evaluator.limits import DISK_QUOTA, HOST_OUT_OF_MEMORY, Limits, pid_alive, sweep_leftovers
-from evaluator.task import BUNDLED_TASKS, NOT_IN_IMAGE, Task, package_hash
+from evaluator.task import BUNDLED_TASKS, NO_DEV_ENGINE, NOT_IN_IMAGE, Task, grader_command, package_hash
 from evaluator.verdict import read_reward_file
 
 BACKEND_VERSION = "local-8"  # bump to invalidate prepared layers when the replay or the root changes
@@ -177,7 +177,10 @@ class LocalBackend:
                 root_lines = plan.grading_lines(scratch, _gpu_devices() if task.gpus else [])
             except RootError as e:
                 return GradeRun(None, -1, False, 0.0, "", infra_error=str(e))
-            command, results = grader_command(request.grader, meta)
+            found = grader_command(request.grader, meta.get("dev_engine"))
+            if found is None:
+                raise InfraError(NO_DEV_ENGINE)
+            command, results = found
             # Everything the grader writes lives on the scratch: copied out before it goes.
             copy = [(scratch / "upper/logs", run_dir / "out/logs")]
             copy += [(scratch / "upper" / r.lstrip("/"), run_dir / "out" / r.lstrip("/")) for r in results if not r.startswith("/logs/")]
@@ -329,19 +332,6 @@ def _grader_seconds(status: dict[str, str]) -> float | None:
         return round(float(status["grader_end"]) - float(status["grader_start"]), 6)
     except (KeyError, ValueError):
         return None
-
-
-def grader_command(grader: str, meta: dict[str, Any]) -> tuple[str, list[str]]:
-    """The command for a grader, and where its verdict lands (first existing wins)."""
-    if grader == "hidden":
-        return "bash /tests/test.sh", ["/logs/verifier/reward.json"]
-    loop = meta.get("dev_engine")
-    if loop == "score_engine":
-        return ("export LOOP_DEV_OUT=/logs/loop/dev; bash /opt/loop/score_engine.sh",
-                ["/logs/loop/dev/reward.json", "/logs/verifier/reward.json"])
-    if loop:
-        return f"bash {loop}", ["/logs/verifier/reward.json", "/logs/loop/dev/reward.json"]
-    raise InfraError("this package has no dev engine in /opt/loop (score_engine.sh or private/*/test.sh); use --grader hidden")
 
 
 def _write_files(upper: Path, source_root: str, files: dict[str, str | None], prepared_upper: Path) -> None:

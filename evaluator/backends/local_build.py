@@ -27,7 +27,7 @@ from evaluator.backends.local_root import Layout, RootPlan, make_skeleton
 from evaluator.backends.local_root import script as root_script
 from evaluator.backends.standin import VERSIONS_PROBE, StandIn, differences, dockerfile_pins
 from evaluator.config import LocalConfig
-from evaluator.task import Task
+from evaluator.task import DEV_ENGINES, Task, dev_engine_of
 
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 READY = "@@pesflow:ready"
@@ -301,13 +301,7 @@ class Build:
                 (sp / "pesflow-host-site.pth").write_text("\n".join(sites) + "\n")
 
     def _dev_engine(self) -> str | None:
-        loop = self.upper / "opt/loop"
-        if (loop / "score_engine.sh").is_file():
-            return "score_engine"
-        for rel in ("private/dev_tests/test.sh", "private/tests/test.sh"):
-            if (loop / rel).is_file():
-                return f"/opt/loop/{rel}"
-        return None
+        return dev_engine_of({e for e in DEV_ENGINES if self.plan.image_at(e).is_file()})
 
 
 def _dockerignore(root: Path) -> list[tuple[bool, str]]:

@@ -40,16 +40,14 @@ from evaluator.backends.build_context import build_context
 from evaluator.backends.in_container import (
     BACKGROUND_PROCESS, grader_script, grader_seconds, left_running, with_reasons,
 )
-from evaluator.backends.local import grader_command
 from evaluator.config import ModalConfig
 from evaluator.dockerfile import DockerfileError
 from evaluator.sandbox import BoundedSink
-from evaluator.task import NOT_IN_IMAGE, Task, package_hash
+from evaluator.task import DEV_ENGINES, NO_DEV_ENGINE, NOT_IN_IMAGE, Task, dev_engine_of, grader_command, package_hash
 from evaluator.verdict import read_reward_file
 
 BACKEND_VERSION = "modal-1"
 REVIEWER = "/.pesflow-reviewer"
-DEV_ENGINES = ("/opt/loop/score_engine.sh", "/opt/loop/private/dev_tests/test.sh", "/opt/loop/private/tests/test.sh")
 REFERENCE_TIMEOUT_SEC = 3600
 
 
@@ -107,7 +105,7 @@ class ModalBackend:
             raise InfraError(str(e)) from None
         except Exception as e:  # the SDK's errors (auth, quota, build, network) come in many types
             raise InfraError(f"Modal could not prepare {task.name}: {_short(e)}") from None
-        dev_engine = "score_engine" if DEV_ENGINES[0] in found else next((f for f in DEV_ENGINES[1:] if f in found), None)
+        dev_engine = dev_engine_of(set(found))
         state = {"dev_engine": dev_engine, "backend": BACKEND_VERSION, "image": self.config.image, "task": task.name}
         return Prepared(task=task, key=key, seconds=round(time.monotonic() - start, 3), cached=False, warnings=warnings, state=state)
 
@@ -168,7 +166,10 @@ class ModalBackend:
     def grade(self, prepared: Prepared, request: GradeRequest) -> GradeRun:
         task = prepared.task
         start = time.monotonic()
-        command, results = grader_command(request.grader, prepared.state)
+        found = grader_command(request.grader, prepared.state.get("dev_engine"))
+        if found is None:
+            raise InfraError(NO_DEV_ENGINE)
+        command, results = found
         image = self._images[prepared.key]
         if request.grader == "hidden":
             image = image.add_local_dir(str(task.tests_dir), "/tests")  # only the hidden grader's sandbox has them

@@ -26,7 +26,7 @@ import pytest
 
 from evaluator.candidate import apply_diff
 from evaluator.config import EvaluatorConfig, LocalConfig
-from evaluator.grader import CandidateSource, Evaluator
+from evaluator.evaluation import CandidateSource, Evaluator
 from evaluator.limits import Limits
 from evaluator.task import package_hash
 from evaluator.verdict import Status

@@ -24,7 +24,7 @@ import pytest
 
 from evaluator.candidate import apply_diff
 from evaluator.config import EvaluatorConfig, LocalConfig
-from evaluator.grader import CandidateSource, Evaluator
+from evaluator.evaluation import CandidateSource, Evaluator
 from evaluator.verdict import Status
 from tests.conftest import needs_root, scores_nothing
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from evaluator.config import EvaluatorConfig
-from evaluator.grader import CandidateSource, Evaluator
+from evaluator.evaluation import CandidateSource, Evaluator
 from evaluator.verdict import Status
 from tests.adversarial.test_adversarial import FAST, HERE, Listener, fill, summary
 from tests.conftest import REPO, needs_root, toy_tasks_root, scores_nothing

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from agent import journal
-from agent.runner import start_run
+from agent.rundir import journal
+from agent.search.session import start_run
 from evaluator.candidate import apply_diff
 from evaluator.task import load_task
 from tests.conftest import needs_root

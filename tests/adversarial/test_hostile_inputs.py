@@ -180,7 +180,8 @@ def test_hostile_answers_are_recorded_failures_never_applied_half(tmp_path, cach
 @needs_root
 def test_llm_server_failures_are_retried_recorded_and_bounded(tmp_path, cache_dir):
     """One run meets every failure of the server at once; each call retries what is worth
-    retrying (429, 5xx, resets, hangs, garbage) and gives up on what is not (401)."""
+    retrying (429, 5xx, resets, hangs, garbage); what no retry cures (401, 404) stops the run,
+    pinned by tests/test_model_errors.py."""
     seen: Counter = Counter()
     lock = threading.Lock()
     good = Reply(text=f"toy/kernel.py\n```python\n{CLOSED}```\n")
@@ -189,7 +190,7 @@ def test_llm_server_failures_are_retried_recorded_and_bounded(tmp_path, cache_di
         "executor1": [Reply(status=500, text="oops"), Reply(status=503, text="busy")],
         "executor2": [Reply(reset=True), good],
         "executor3": [Reply(hang=True), Reply(hang=True)],
-        "executor4": [Reply(status=401, text="bad key"), good],
+        "executor4": [Reply(status=529, text="overloaded"), good],
         "executor5": [Reply(raw_body=b"{not json at all"), good],
         "summarizer": [Reply(trickle=True), Reply(trickle=True)],
     }
@@ -211,13 +212,14 @@ def test_llm_server_failures_are_retried_recorded_and_bounded(tmp_path, cache_di
     assert calls["r1/c0"]["error_kind"] == "server" and calls["r1/c0"]["attempts"] == 2
     assert calls["r1/c1"].get("error") is None and calls["r1/c1"]["attempts"] == 2
     assert calls["r1/c2"]["error_kind"] == "timeout" and calls["r1/c2"]["attempts"] == 2
-    assert calls["r1/c3"]["error_kind"] == "auth" and calls["r1/c3"]["attempts"] == 1  # not retried
+    assert calls["r1/c3"].get("error") is None and calls["r1/c3"]["attempts"] == 2
     assert calls["r1/c4"].get("error") is None and calls["r1/c4"]["attempts"] == 2
     assert calls["r1/summary"]["error_kind"] == "timeout"
     cands = {c["id"]: c for c in journal(run_dir, "candidate")}
-    assert {cands[i]["status"] for i in ("r01-c0", "r01-c2", "r01-c3")} == {"llm_error"}
+    assert {cands[i]["status"] for i in ("r01-c0", "r01-c2")} == {"llm_error"}
     pop = graded(run_dir)
     assert pop["r01-c1"]["status"] == "ok" and pop["r01-c1"]["speedup"] > 10
     assert pop["r01-c4"]["status"] == "ok" or pop["r01-c4"]["duplicate_of"] == "r01-c1"
-    for cid in ("r01-c0", "r01-c2", "r01-c3"):
+    assert pop["r01-c3"]["status"] == "ok" or pop["r01-c3"]["duplicate_of"] == "r01-c1"
+    for cid in ("r01-c0", "r01-c2"):
         assert "\n" not in cands[cid]["detail"] and "test-model" in cands[cid]["detail"]

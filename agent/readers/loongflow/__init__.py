@@ -1,0 +1,1 @@
+"""LoongFlow traces: read (trace), audited (audit), imported as pesflow run directories (importer)."""

@@ -1,0 +1,94 @@
+"""Grading in a search: each distinct candidate graded once, its verdict journaled; a verdict the
+journal already holds (a resumed or replayed run) served again instead of grading twice; with
+replay --regrade, graded again and compared."""
+
+from __future__ import annotations
+
+import math
+import threading
+from pathlib import Path
+from typing import Any
+
+from agent.rundir.schema import Event
+from agent.rundir.store import RunStore
+from agent.search import faults
+from agent.search.state import files_hash
+from evaluator.candidate import CandidateSource
+from evaluator.evaluation import Evaluator
+from evaluator.task import Task
+from evaluator.verdict import Status, Verdict
+
+
+class RecordedVerdicts:
+    """Verdicts already journaled, by (code hash, label, grader), each served once per occurrence."""
+
+    def __init__(self, events: list[dict[str, Any]]):
+        self._by_key: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        for e in events:
+            d = e["data"]
+            if e["kind"] == Event.verdict and not d.get("reused"):
+                self._by_key.setdefault((d["content_hash"], d.get("label", ""), d["grader"]), []).append(d["verdict"])
+        self._served: dict[tuple[str, str, str], int] = {}
+        self._lock = threading.Lock()  # graders take from it at once
+
+    def take(self, h: str, label: str, grader: str) -> dict[str, Any] | None:
+        key = (h, label, grader)
+        with self._lock:
+            n = self._served.get(key, 0)
+            found = self._by_key.get(key, [])
+            if n < len(found):
+                self._served[key] = n + 1
+                return found[n]
+            return None
+
+
+def compare_verdicts(h: str, label: str, grader: str, recorded: Verdict, new: Verdict) -> dict[str, Any]:
+    """Correctness must agree exactly; speed within the grader's measured noise (its cv, at least 10%)."""
+    same_correctness = (recorded.status == new.status and sorted(recorded.hard_fail_reasons) == sorted(new.hard_fail_reasons)
+                        and recorded.tests == new.tests)
+    noise = 0.10
+    for cv in (recorded.cv, new.cv):
+        if isinstance(cv, (int, float)):
+            noise = max(noise, 3 * float(cv))
+    speed_agrees = None
+    if recorded.speedup and new.speedup:
+        speed_agrees = abs(math.log(new.speedup / recorded.speedup)) <= math.log1p(noise)
+    return {"content_hash": h, "label": label, "grader": grader, "recorded_status": recorded.status.value,
+            "new_status": new.status.value, "recorded_speedup": recorded.speedup, "new_speedup": new.speedup,
+            "correctness_agrees": same_correctness, "speed_agrees": speed_agrees, "noise": round(noise, 4)}
+
+
+class Grading:
+    """The search's one way to grade: `grade(files)` -> a verdict, journaled once."""
+
+    def __init__(self, ev: Evaluator, task: Task, store: RunStore, grader: str):
+        self.ev, self.task, self.store, self.grader = ev, task, store, grader
+        self.baseline_files: dict[str, str] = {}
+        self.recorded = RecordedVerdicts([])
+        self.regrade: list[dict[str, Any]] | None = None  # set by replay --regrade
+
+    def _evaluate(self, files: dict[str, str], grader: str, out: Path) -> Verdict:
+        changed = {p: t for p, t in files.items() if t != self.baseline_files.get(p)}
+        return self.ev.evaluate(self.task, candidate=CandidateSource(files=changed), grader=grader, out_dir=out)
+
+    def grade(self, files: dict[str, str], *, label: str = "", grader: str | None = None, round_: int = 0) -> Verdict:
+        """`round_`: the round the candidate belongs to (for the crash tests' fault points). Safe to
+        call from several threads at once (the journal and the backend's slots are)."""
+        grader = grader or self.grader
+        h = files_hash(files)
+        recorded = self.recorded.take(h, label, grader)
+        if recorded is not None:  # graded before the crash (resume) or in the run replayed
+            v = Verdict.model_validate(recorded)
+            self.store.journal.append(Event.verdict, content_hash=h, label=label, grader=grader, verdict=recorded, reused=True)
+            if self.regrade is not None:
+                new = self._evaluate(files, grader, self.store.evaluation_dir(h, f"regrade-{label or 'search'}"))
+                self.regrade.append(compare_verdicts(h, label, grader, v, new))
+            return v
+        out = self.store.evaluation_dir(h, label)
+        faults.pause("grading", round_, self.store.root)
+        v = self._evaluate(files, grader, out)
+        if v.status == Status.infra_error:  # our trouble, not the candidate's: once more
+            v = self._evaluate(files, grader, out / "retry")
+        self.store.journal.append(Event.verdict, content_hash=h, label=label, grader=grader,
+                                  verdict=v.model_dump(mode="json", exclude={"raw"}), grading_seconds=v.seconds)
+        return v
