@@ -2,7 +2,8 @@
 
 A package ships its references in one of several shapes: a patch (`solution/oracle.patch`,
 `oracle.patch` at an lh package's root, `tests/oracle.patch`), a whole scope file
-(`solution/kernel_oracle.py`), or no file at all, its hidden grader holding the reference in
+(`solution/kernel_oracle.py`; or, for a package of one scope file, `solution/<its name>` as the
+oracle and `solution/<its stem>_negative<its suffix>` as the negative), or no file at all, its hidden grader holding the reference in
 tests/ and switching to it by itself. The hidden grader reads its mode from the variables its
 test.sh names (`KERNELBENCH_VERIFY_MODE`, or another `*_MODE`) and takes a reviewer's file by
 path (`KERNELBENCH_<MODE>_PATCH` / `_FILE`). The dev engine only scores the live tree, so for it
@@ -38,7 +39,10 @@ class ModeRequest:
 def artifacts(task: Task, kind: str) -> list[Path]:
     """Every reviewer file of `kind` the package ships, in the order the shapes are listed above."""
     rels = [f"solution/{kind}.patch", f"{kind}.patch", f"tests/{kind}.patch", f"solution/kernel_{kind}.py"]
-    return [task.root / r for r in rels if (task.root / r).is_file()]
+    if len(task.scope) == 1:  # the scope file's own name: the reference written in its place
+        scope = Path(task.scope[0])
+        rels.append(f"solution/{scope.name}" if kind == "oracle" else f"solution/{scope.stem}_{kind}{scope.suffix}")
+    return [task.root / r for r in dict.fromkeys(rels) if (task.root / r).is_file()]
 
 
 def _test_sh(task: Task) -> str:

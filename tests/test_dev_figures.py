@@ -116,3 +116,18 @@ def test_a_search_without_a_dev_engine_is_refused_at_start_in_one_line(toy_packa
                        cwd=REPO, capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "no dev engine" in r.stderr and "--grader hidden" in r.stderr and not (tmp_path / "runs").exists()
+
+
+def test_a_reference_named_after_the_one_scope_file_is_the_oracle_and_its_negative(toy_package):
+    """e2e packages ship solution/<scope file's name> and <stem>_negative<suffix>, taken by path."""
+    (toy_package / "solution/oracle.patch").unlink()
+    (toy_package / "solution/negative.patch").unlink()
+    (toy_package / "solution/kernel.py").write_text("def sum_squares(n):\n    return (n - 1) * n * (2 * n - 1) // 6\n")
+    (toy_package / "solution/kernel_negative.py").write_text("def sum_squares(n):\n    return 0\n")
+    t = load_task(str(toy_package))
+    assert [p.name for p in artifacts(t, "oracle")] == ["kernel.py"]
+    assert [p.name for p in artifacts(t, "negative")] == ["kernel_negative.py"]
+    hidden = request(t, "oracle", "hidden", None)
+    assert hidden.env["KERNELBENCH_ORACLE_FILE"] == "/.pesflow-reviewer/kernel.py" and hidden.artifact == "solution/kernel.py"
+    dev = request(t, "negative", "dev", None)
+    assert dev.source.files == {"toy/kernel.py": "def sum_squares(n):\n    return 0\n"}
