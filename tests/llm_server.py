@@ -269,6 +269,12 @@ class ScriptedLLMServer:
             return list(self._errors)
 
     @property
+    def live_handlers(self) -> int:
+        """Handler threads still running (after close: those it could not end)."""
+        with self._lock:
+            return sum(t.is_alive() for t in self._handlers)
+
+    @property
     def url(self) -> str:
         if self._httpd is None:
             raise RuntimeError("ScriptedLLMServer is not started; use it as a context manager or call start()")

@@ -219,12 +219,11 @@ def test_trickling_server_is_cut_at_the_deadline(api):
             provider(api, s, retry=retry).complete(request())
         assert ei.value.kind == "timeout" and 0.3 <= time.monotonic() - t0 < 4  # the trickle never ends
         # Its HTTP client was closed, so the abandoned attempt ends while the server still trickles.
-        until = time.monotonic() + 1.0
+        until = time.monotonic() + 5.0
         while any(t.name == "pesflow-llm-attempt" for t in threading.enumerate()) and time.monotonic() < until:
             time.sleep(0.02)
         assert not any(t.name == "pesflow-llm-attempt" for t in threading.enumerate())
-        t1 = time.monotonic()
-    assert time.monotonic() - t1 < 2  # close() ends the trickling handler too
+    assert s.live_handlers == 0  # close() ends the trickling handler too
 
 
 def test_parallel_calls_share_one_client(api, srv):

@@ -6,11 +6,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from evaluator.task import Task
+from evaluator.task import NO_DEV_ENGINE, Task, grader_command
 
 
 class InfraError(Exception):
     """Our machinery or the machine failed; never reported as the candidate's fault."""
+
+
+def command_for(request: "GradeRequest", prepared: "Prepared") -> tuple[str, list[str]]:
+    """The grader's command and where its verdict lands; a dev grading of a package without a
+    dev engine is an InfraError naming the fix (every backend asks the same way)."""
+    found = grader_command(request.grader, prepared.state.get("dev_engine"))
+    if found is None:
+        raise InfraError(NO_DEV_ENGINE)
+    return found
 
 
 @dataclass

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.backends import archive
-from evaluator.backends.base import GradeRequest, GradeRun, InfraError, Prepared
+from evaluator.backends.base import GradeRequest, GradeRun, InfraError, Prepared, command_for
 from evaluator.backends.build_context import build_context
 from evaluator.backends.in_container import (
     BACKGROUND_PROCESS, grader_script, grader_seconds, left_running, with_reasons,
@@ -43,7 +43,7 @@ from evaluator.backends.in_container import (
 from evaluator.config import ModalConfig
 from evaluator.dockerfile import DockerfileError
 from evaluator.sandbox import BoundedSink
-from evaluator.task import DEV_ENGINES, NO_DEV_ENGINE, NOT_IN_IMAGE, Task, dev_engine_of, grader_command, package_hash
+from evaluator.task import DEV_ENGINES, NOT_IN_IMAGE, Task, dev_engine_of, package_hash
 from evaluator.verdict import read_reward_file
 
 BACKEND_VERSION = "modal-1"
@@ -166,10 +166,7 @@ class ModalBackend:
     def grade(self, prepared: Prepared, request: GradeRequest) -> GradeRun:
         task = prepared.task
         start = time.monotonic()
-        found = grader_command(request.grader, prepared.state.get("dev_engine"))
-        if found is None:
-            raise InfraError(NO_DEV_ENGINE)
-        command, results = found
+        command, results = command_for(request, prepared)
         image = self._images[prepared.key]
         if request.grader == "hidden":
             image = image.add_local_dir(str(task.tests_dir), "/tests")  # only the hidden grader's sandbox has them

@@ -35,7 +35,7 @@ from docker.errors import APIError, DockerException, NotFound
 from docker.utils import kwargs_from_env
 
 from evaluator.backends import archive
-from evaluator.backends.base import GradeRequest, GradeRun, InfraError, Prepared
+from evaluator.backends.base import GradeRequest, GradeRun, InfraError, Prepared, command_for
 from evaluator.backends.docker.container import Containers, _Dirty, _Warm
 from evaluator.backends.docker.engine import _exec, _exit_code, _read_file, _short
 from evaluator.backends.docker.image import BACKEND_VERSION, Images
@@ -46,7 +46,7 @@ from evaluator.config import DockerConfig
 from evaluator.limits import TOO_MANY_PROCESSES, cgroup_count, kill_members
 from evaluator.parallel import Slot
 from evaluator.sandbox import BoundedSink
-from evaluator.task import DEV_ENGINES, NO_DEV_ENGINE, Task, dev_engine_of, grader_command
+from evaluator.task import DEV_ENGINES, Task, dev_engine_of
 from evaluator.verdict import read_reward_file
 
 PODMAN_SOCKET = "/run/podman/podman.sock"
@@ -160,10 +160,7 @@ class DockerBackend:
     def _grade_in(self, api: docker.APIClient, prepared: Prepared, request: GradeRequest, w: _Warm) -> GradeRun:
         task = prepared.task
         start = time.monotonic()
-        found = grader_command(request.grader, prepared.state.get("dev_engine"))
-        if found is None:
-            raise InfraError(NO_DEV_ENGINE)
-        command, results = found
+        command, results = command_for(request, prepared)
 
         def infra(msg: str, rc: int = -1, output: str = "") -> GradeRun:
             self.containers.discard(api, w)
