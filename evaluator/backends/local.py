@@ -19,22 +19,21 @@ import json
 import os
 import re
 import shutil
-import signal
 import stat
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 from evaluator import sandbox
 from evaluator.backends.base import GradeRequest, GradeRun, InfraError, Prepared
 from evaluator.backends.local_build import READY, Build, last_line
+from evaluator.backends.local_folders import grading_folder, sweep_folders
 from evaluator.backends.local_root import Layout, RootError, RootPlan, bind_lines, make_identity, make_skeleton, script
 from evaluator.backends.standin import StandIn, StandInError, discover, stand_in_fault
 from evaluator.config import LocalConfig
 from evaluator.hardware import gpu_mounts
-from evaluator.limits import DISK_QUOTA, HOST_OUT_OF_MEMORY, Limits, pid_alive, sweep_leftovers
+from evaluator.limits import DISK_QUOTA, HOST_OUT_OF_MEMORY, Limits, sweep_leftovers
 from evaluator.task import BUNDLED_TASKS, NO_DEV_ENGINE, NOT_IN_IMAGE, Task, grader_command, package_hash
 from evaluator.verdict import read_reward_file
 
@@ -78,20 +77,9 @@ class LocalBackend:
         return make_identity(self.cache / "identity")
 
     def sweep(self) -> str | None:
-        """Remove what a killed pesflow left (grading folders, their processes, cgroups); one line
-        saying so, or None when there was nothing."""
-        folders = procs = 0
-        for owner in self.cache.glob("*/runs/*/owner"):
-            try:
-                pid = int(owner.read_text().split()[0])
-            except (OSError, ValueError, IndexError):
-                continue
-            if pid_alive(pid):
-                continue
-            run_dir = owner.parent
-            procs += _kill_rooted_in(run_dir)
-            shutil.rmtree(run_dir, ignore_errors=True)
-            folders += 1
+        """Remove what a killed pesflow left (grading folders nobody holds, their processes,
+        cgroups); one line saying so, or None when there was nothing."""
+        folders, procs = sweep_folders(self.cache)
         groups = sweep_leftovers()
         if not (folders or groups or procs):
             return None
@@ -154,100 +142,99 @@ class LocalBackend:
         return Limits(memory_mb=memory, pids=c.max_pids or None, gpu=task.gpus > 0), scratch
 
     def grade(self, prepared: Prepared, request: GradeRequest) -> GradeRun:
+        with grading_folder(self.cache / prepared.key / "runs") as run_dir:  # a later pesflow removes it if we are killed
+            return self._grade_in(run_dir, prepared, request)
+
+    def _grade_in(self, run_dir: Path, prepared: Prepared, request: GradeRequest) -> GradeRun:
         task, meta = prepared.task, prepared.state
         home = self.cache / prepared.key
-        run_dir = home / "runs" / uuid.uuid4().hex[:12]
         for d in ("seed", "scratch", "root", "out"):
-            (run_dir / d).mkdir(parents=True)
-        (run_dir / "owner").write_text(f"{os.getpid()}\n")  # a later pesflow removes this if we are killed
+            (run_dir / d).mkdir()
         limits, scratch_mb = self.limits_for(task)
         scratch = run_dir / "scratch"
+        _write_files(run_dir / "seed", task.source_root, request.files, home / "upper")
+        env = {**meta["env"], "HOME": "/root", **request.env}
+        binds: list[tuple[Path, str]] = [(Path(m), m) for m in gpu_mounts()] if task.gpus else []
+        if request.grader == "hidden":
+            binds.append((task.tests_dir, "/tests"))
+        for name, host in request.reviewer_files.items():
+            binds.append((host, f"/.pesflow-reviewer/{name}"))
         try:
-            _write_files(run_dir / "seed", task.source_root, request.files, home / "upper")
-            env = {**meta["env"], "HOME": "/root", **request.env}
-            binds: list[tuple[Path, str]] = [(Path(m), m) for m in gpu_mounts()] if task.gpus else []
-            if request.grader == "hidden":
-                binds.append((task.tests_dir, "/tests"))
-            for name, host in request.reviewer_files.items():
-                binds.append((host, f"/.pesflow-reviewer/{name}"))
-            try:
-                plan = RootPlan(layout=self.layout(task, env["HOME"]), image=home / "upper", skeleton=run_dir / "skel",
-                                identity=self._identity(), root=run_dir / "root")
-                make_skeleton(plan.skeleton, plan.layout, binds)
-                root_lines = plan.grading_lines(scratch, _gpu_devices() if task.gpus else [])
-            except RootError as e:
-                return GradeRun(None, -1, False, 0.0, "", infra_error=str(e))
-            found = grader_command(request.grader, meta.get("dev_engine"))
-            if found is None:
-                raise InfraError(NO_DEV_ENGINE)
-            command, results = found
-            # Everything the grader writes lives on the scratch: copied out before it goes.
-            copy = [(scratch / "upper/logs", run_dir / "out/logs")]
-            copy += [(scratch / "upper" / r.lstrip("/"), run_dir / "out" / r.lstrip("/")) for r in results if not r.startswith("/logs/")]
-            body = (
-                sandbox.scratch_script(scratch, scratch_mb, run_dir / "seed")
-                + script(root_lines + bind_lines(run_dir / "root", binds, self.config.hide_paths))
-                + "echo pesflow > /proc/sys/kernel/hostname\n"
-                + f"echo {READY}\n"
-                + sandbox.supervised_command(
-                    sandbox.chroot_command(run_dir / "root", env, meta["workdir"], command, ["/bin/bash", "-c"],
-                                           caps=sandbox.GRADER_CAPS),
-                    proc=run_dir / "root/proc", status=run_dir / "status", python=self.stand_in().python, copy_out=copy,
-                    max_file_bytes=self.config.max_log_bytes, max_total_bytes=16 * self.config.max_log_bytes,
-                    scratch=scratch if scratch_mb else None, results=[scratch / "upper" / r.lstrip("/") for r in results])
-            )
-            try:
-                res = sandbox.run(body, network=False, timeout=request.timeout, max_output=self.config.max_log_bytes,
-                                  limits=limits, watch=_scratch_watch(scratch, scratch_mb), grace=STOP_GRACE_SEC,
-                                  max_output_total=self.config.max_output_mb << 20)
-            except sandbox.SandboxUnavailable as e:
-                raise InfraError(str(e)) from None
-            status = sandbox.read_status(run_dir / "status")
-            if READY not in res.output and not res.killed:
-                return GradeRun(None, res.returncode, False, res.seconds, res.output,
-                                infra_error=f"sandbox setup failed: {last_line(res.output)}")
-            if res.killed == HOST_OUT_OF_MEMORY:
-                peak = res.usage.get("memory_peak_bytes") or 0
-                return GradeRun(None, res.returncode, False, res.seconds, res.output,
-                                infra_error=f"the machine ran out of memory while grading (the grading used {peak >> 20} "
-                                            f"of its {limits.memory_mb} MiB); not the candidate's doing, grade it again")
-            _copy_logs(run_dir / "out/logs", request.out_dir / "logs", self.config.max_log_bytes)
-            reward = None
-            for rel in results:
-                reward = read_reward_file(run_dir / "out" / rel.lstrip("/"))
-                if reward is not None:
-                    break
-            (request.out_dir / "grader_output.log").write_text(res.output)
-            breach = res.killed if res.killed != "timeout" else None
-            breach = breach or _scratch_full(status, scratch_mb)
-            strays = status.get("strays", "").split()
-            report = {"limits": {"memory_mb": limits.memory_mb, "pids": limits.pids, "disk_mb": scratch_mb,
-                                 "output_mb": self.config.max_output_mb, "timeout_sec": request.timeout},
-                      "killed": res.killed, "breach": breach, "strays": strays, "usage": res.usage,
-                      "signalled": status.get("signalled") or ("USR1" if status.get("stopped") and not res.killed else None),
-                      "scratch_used_bytes": _int(status.get("scratch_used")), "warnings": res.warnings,
-                      "writable": plan.layout.writable, "host_areas": plan.layout.areas}
-            (request.out_dir / "limits.json").write_text(json.dumps(report, indent=1))
-            logs_text = _logs_text(request.out_dir / "logs")
-            notes = _read_only_notes(res.output + logs_text, plan.layout.writable)
-            if res.killed != "timeout":
-                reasons = [breach] if breach else []
-                if strays and self.config.stray_processes == "fail":
-                    reasons.append(BACKGROUND_PROCESS)
-                if status.get("signalled") or (status.get("stopped") and not res.killed):
-                    reasons.append(SANDBOX_TAMPERING)  # the init was signalled from inside
-                if status.get("forged"):
-                    reasons.append(RESULT_FORGED)  # a result file changed after the grader had returned
-                if reasons:
-                    reward = _limit_verdict(reward, reasons, res, strays, scratch_mb, limits)
-                elif _failed(reward):
-                    fault = stand_in_fault(res.output + logs_text, self.stand_in().python, task.root)
-                    if fault:
-                        return GradeRun(None, res.returncode, False, res.seconds, res.output, infra_error=fault)
-            return GradeRun(reward, res.returncode, res.killed == "timeout", res.seconds, res.output,
-                            grader_seconds=_grader_seconds(status), notes=notes)
-        finally:
-            shutil.rmtree(run_dir, ignore_errors=True)
+            plan = RootPlan(layout=self.layout(task, env["HOME"]), image=home / "upper", skeleton=run_dir / "skel",
+                            identity=self._identity(), root=run_dir / "root")
+            make_skeleton(plan.skeleton, plan.layout, binds)
+            root_lines = plan.grading_lines(scratch, _gpu_devices() if task.gpus else [])
+        except RootError as e:
+            return GradeRun(None, -1, False, 0.0, "", infra_error=str(e))
+        found = grader_command(request.grader, meta.get("dev_engine"))
+        if found is None:
+            raise InfraError(NO_DEV_ENGINE)
+        command, results = found
+        # Everything the grader writes lives on the scratch: copied out before it goes.
+        copy = [(scratch / "upper/logs", run_dir / "out/logs")]
+        copy += [(scratch / "upper" / r.lstrip("/"), run_dir / "out" / r.lstrip("/")) for r in results if not r.startswith("/logs/")]
+        body = (
+            sandbox.scratch_script(scratch, scratch_mb, run_dir / "seed")
+            + script(root_lines + bind_lines(run_dir / "root", binds, self.config.hide_paths))
+            + "echo pesflow > /proc/sys/kernel/hostname\n"
+            + f"echo {READY}\n"
+            + sandbox.supervised_command(
+                sandbox.chroot_command(run_dir / "root", env, meta["workdir"], command, ["/bin/bash", "-c"],
+                                       caps=sandbox.GRADER_CAPS),
+                proc=run_dir / "root/proc", status=run_dir / "status", python=self.stand_in().python, copy_out=copy,
+                max_file_bytes=self.config.max_log_bytes, max_total_bytes=16 * self.config.max_log_bytes,
+                scratch=scratch if scratch_mb else None, results=[scratch / "upper" / r.lstrip("/") for r in results])
+        )
+        try:
+            res = sandbox.run(body, network=False, timeout=request.timeout, max_output=self.config.max_log_bytes,
+                              limits=limits, watch=_scratch_watch(scratch, scratch_mb), grace=STOP_GRACE_SEC,
+                              max_output_total=self.config.max_output_mb << 20)
+        except sandbox.SandboxUnavailable as e:
+            raise InfraError(str(e)) from None
+        status = sandbox.read_status(run_dir / "status")
+        if READY not in res.output and not res.killed:
+            return GradeRun(None, res.returncode, False, res.seconds, res.output,
+                            infra_error=f"sandbox setup failed: {last_line(res.output)}")
+        if res.killed == HOST_OUT_OF_MEMORY:
+            peak = res.usage.get("memory_peak_bytes") or 0
+            return GradeRun(None, res.returncode, False, res.seconds, res.output,
+                            infra_error=f"the machine ran out of memory while grading (the grading used {peak >> 20} "
+                                        f"of its {limits.memory_mb} MiB); not the candidate's doing, grade it again")
+        _copy_logs(run_dir / "out/logs", request.out_dir / "logs", self.config.max_log_bytes)
+        reward = None
+        for rel in results:
+            reward = read_reward_file(run_dir / "out" / rel.lstrip("/"))
+            if reward is not None:
+                break
+        (request.out_dir / "grader_output.log").write_text(res.output)
+        breach = res.killed if res.killed != "timeout" else None
+        breach = breach or _scratch_full(status, scratch_mb)
+        strays = status.get("strays", "").split()
+        report = {"limits": {"memory_mb": limits.memory_mb, "pids": limits.pids, "disk_mb": scratch_mb,
+                             "output_mb": self.config.max_output_mb, "timeout_sec": request.timeout},
+                  "killed": res.killed, "breach": breach, "strays": strays, "usage": res.usage,
+                  "signalled": status.get("signalled") or ("USR1" if status.get("stopped") and not res.killed else None),
+                  "scratch_used_bytes": _int(status.get("scratch_used")), "warnings": res.warnings,
+                  "writable": plan.layout.writable, "host_areas": plan.layout.areas}
+        (request.out_dir / "limits.json").write_text(json.dumps(report, indent=1))
+        logs_text = _logs_text(request.out_dir / "logs")
+        notes = _read_only_notes(res.output + logs_text, plan.layout.writable)
+        if res.killed != "timeout":
+            reasons = [breach] if breach else []
+            if strays and self.config.stray_processes == "fail":
+                reasons.append(BACKGROUND_PROCESS)
+            if status.get("signalled") or (status.get("stopped") and not res.killed):
+                reasons.append(SANDBOX_TAMPERING)  # the init was signalled from inside
+            if status.get("forged"):
+                reasons.append(RESULT_FORGED)  # a result file changed after the grader had returned
+            if reasons:
+                reward = _limit_verdict(reward, reasons, res, strays, scratch_mb, limits)
+            elif _failed(reward):
+                fault = stand_in_fault(res.output + logs_text, self.stand_in().python, task.root)
+                if fault:
+                    return GradeRun(None, res.returncode, False, res.seconds, res.output, infra_error=fault)
+        return GradeRun(reward, res.returncode, res.killed == "timeout", res.seconds, res.output,
+                        grader_seconds=_grader_seconds(status), notes=notes)
 
     def close(self) -> None:  # nothing warm to release: layers stay cached on disk
         pass
@@ -395,18 +382,3 @@ def _read_only_notes(output: str, writable: list[str]) -> list[str]:
     where = ", ".join(dict.fromkeys(paths[:5])) or "a path outside the writable ones"
     return [f"read_only_root: the grading tried to write {where} on the read-only root (writable: {', '.join(writable)}, "
             "/tmp, /var/tmp, /dev/shm, /run); a grader that must write there needs evaluator.writable_paths"]
-
-
-def _kill_rooted_in(folder: Path) -> int:
-    """Kill processes whose root is inside `folder` (a sandbox left running by a killed pesflow)."""
-    n = 0
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            if os.readlink(f"/proc/{entry.name}/root").startswith(str(folder)):
-                os.kill(int(entry.name), signal.SIGKILL)
-                n += 1
-        except OSError:
-            continue
-    return n
