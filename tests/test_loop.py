@@ -214,6 +214,27 @@ def test_usd_cap_ends_the_run_cleanly(toy_root, tmp_path, cache_dir):
     assert run["totals"]["llm_calls"] == sent <= 3
 
 
+def test_usd_cap_reached_among_the_executors_keeps_the_child_already_written(toy_root, tmp_path, cache_dir):
+    # Each answer costs 1000 output tokens of gpt-4o ($0.01); the cap lets the plan and the two
+    # executors through (checked at $0.01) and refuses the second executor's repair (at >= $0.02).
+    def priced(req: Request) -> Reply:
+        r = kernel_engineer(req)
+        r.input_tokens, r.output_tokens = 0, 1000
+        return r
+
+    with ScriptedLLMServer(priced) as server:
+        cfg = config(tmp_path, cache_dir, server, **{"llm.default": "openai:gpt-4o", "llm.max_usd": 0.015,
+                                                     "loop.pipeline_depth": 1})
+        run_dir, status = start_run(cfg, "kfc/toy-sum", [str(toy_root)])
+        sent = [r.messages[-1]["content"] for r in server.requests]
+    assert status == "budget_exhausted" and len(sent) == 3  # plan, executor 1, executor 2; no repair, no summary
+    pop = {s["id"]: s for s in population_of(run_dir)}
+    assert pop["r01-c0"]["status"] == "ok" and pop["r01-c0"]["speedup"]  # graded and kept
+    assert pop["r01-c1"]["status"] == "no_code"
+    kinds = [e["kind"] for e in journal.read(run_dir / "journal.jsonl")]
+    assert kinds.count("verdict") >= 2  # the baseline's and the kept child's
+
+
 def test_no_llm_grades_the_baseline_then_says_how(toy_root, tmp_path, cache_dir):
     cfg = load_config(sets=[f"run.out={tmp_path}", "run.quiet=true", f"evaluator.local.cache_dir={cache_dir}"])
     with pytest.raises(NoLLMConfigured) as e:

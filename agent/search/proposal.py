@@ -19,6 +19,7 @@ from agent.search import roles
 from agent.search.pipeline import in_parallel
 from agent.search.state import Selection
 
+CAP_REACHED = "the USD cap (llm.max_usd) was reached before this child's code was asked for"
 Submit = Callable[[dict[str, str], tuple[int, int]], Future]
 
 
@@ -41,7 +42,7 @@ class Proposal:
     plan_ok: bool = True
     drafts: list[roles.Child] = field(default_factory=list)
     verdicts: list[Future | None] = field(default_factory=list)  # per child; None: no code to grade
-    stop: str | None = None  # budget_exhausted: the USD cap was reached while proposing
+    stop: str | None = None  # budget_exhausted: the USD cap was reached while proposing (drafts: those made)
 
 
 def propose(gw: Gateway, ctx: roles.Context, work: Work, submit: Submit, *, use_planner: bool,
@@ -54,16 +55,20 @@ def propose(gw: Gateway, ctx: roles.Context, work: Work, submit: Submit, *, use_
             p.plan, p.plan_prompt, p.plan_ok = roles.plan(gw, ctx, work.parent, work.inspirations, work.failures,
                                                           sel.memory, tag=f"r{k}/plan")
             p.planner_called = True
-
-        def one(i: int) -> tuple[roles.Child, Future | None]:
-            child = roles.propose(gw, ctx, work.parent, p.plan, i, n, tag=f"r{k}/c{i}", repair_attempts=repair_attempts)
-            # graded as soon as it exists; the same code in two children is graded once
-            return child, (submit(child.files, (k, i)) if child.files is not None else None)
-
-        done = in_parallel([lambda i=i: one(i) for i in range(n)])
     except BudgetExhausted:
         p.stop = "budget_exhausted"
         return p
+
+    def one(i: int) -> tuple[roles.Child, Future | None]:
+        try:
+            child = roles.propose(gw, ctx, work.parent, p.plan, i, n, tag=f"r{k}/c{i}", repair_attempts=repair_attempts)
+        except BudgetExhausted:  # the children written before the cap are still graded and kept
+            p.stop = "budget_exhausted"
+            return roles.Child(None, "llm_error", CAP_REACHED), None
+        # graded as soon as it exists; the same code in two children is graded once
+        return child, (submit(child.files, (k, i)) if child.files is not None else None)
+
+    done = in_parallel([lambda i=i: one(i) for i in range(n)])
     p.drafts = [c for c, _ in done]
     p.verdicts = [f for _, f in done]
     return p

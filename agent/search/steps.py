@@ -182,7 +182,7 @@ class Search:
         p: Proposal = self.pipeline.result(k)
         sel, parent = p.work.selection, p.work.parent
         self.children = []
-        if p.stop:  # the USD cap reached while proposing: the round is recorded as it stands
+        if p.stop and not p.drafts:  # the USD cap reached while planning: the round is recorded without children
             return {"stop": p.stop, "plan": p.plan}
         d = self.store.round_dir(k)
         if p.planner_called:
@@ -222,6 +222,10 @@ class Search:
             v = future.result()
             self.children.append(solution_from(v, **common, files=c.files, content_hash=h))
             self.store.write_json(f"{d}/executor/{cid}/verdict.json", v.model_dump(mode="json", exclude={"raw"}))
+        if p.stop:  # the cap reached among the executors: what was made is recorded, without a summary
+            self.children = [s.model_copy(update={"lessons": f"{roles.default_lesson(s)} {s.lessons}".strip()})
+                             for s in self.children]
+            return {"stop": p.stop, "plan": p.plan}
         return {"plan": p.plan}
 
     def summarize(self, state: RoundState) -> RoundState:
