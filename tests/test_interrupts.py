@@ -1,7 +1,7 @@
 """Stopping pesflow stops its gradings: nothing left behind, nothing running past its limit.
 
 pesflow runs as a program here (`python -m agent.cli`, the handlers installed) grading an
-endless loop; it is signalled once the grading runs. SIGTERM and SIGINT tear down every
+endless loop; it is signalled once the grading runs. SIGTERM, SIGINT and SIGHUP tear down every
 sandbox it started before it exits; after SIGKILL the sandbox dies with it (parent-death
 signal), and the next command removes what was left on disk and says so in one line.
 """
@@ -67,7 +67,7 @@ def endless(tmp_path) -> Path:
     return tmp_path / "cand"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_a_signal_tears_down_every_sandbox_before_pesflow_exits(sig, cache_dir, endless):
     proc = start(cache_dir, endless)
     t0 = time.monotonic()
