@@ -91,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--from-round", type=int, metavar="K", help="continue from the checkpoint of round K instead of the last")
     p.add_argument("--rounds", type=int, help="raise the number of rounds (to continue a finished run)")
+    p.add_argument("--max-usd", type=float, metavar="USD",
+                   help="raise the run's USD cap (counted over the whole run, resumes included)")
     p.add_argument("--quiet", action="store_true")
 
     p = sub.add_parser("replay", help="re-run a recorded search with every LLM answer from its journal (no network)")
@@ -262,7 +264,7 @@ def cmd_run(args: argparse.Namespace, config, console: Console) -> int:  # noqa:
 
 def cmd_resume(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
     run_dir, status = resume_run(Path(args.run_dir), from_round=args.from_round, rounds=args.rounds, console=console,
-                                 quiet=True if args.quiet else None)
+                                 quiet=True if args.quiet else None, max_usd=args.max_usd)
     print(f"run: {run_dir}")
     return 0 if status in ("finished", "budget_exhausted") else 1
 

@@ -16,7 +16,7 @@ import pytest
 
 from agent.rundir import journal
 from agent.config import load_config
-from agent.search.session import NoLLMConfigured, start_run
+from agent.search.session import NoLLMConfigured, resume_run, start_run
 from tests.conftest import needs_root, toy_tasks_root
 from tests.llm_server import Reply, Request, ScriptedLLMServer
 
@@ -212,6 +212,23 @@ def test_usd_cap_ends_the_run_cleanly(toy_root, tmp_path, cache_dir):
     assert run["status"] == "budget_exhausted" and run["totals"]["usd"] >= 0.0001
     # the calls the cap refused were never sent, and are not counted as calls
     assert run["totals"]["llm_calls"] == sent <= 3
+
+
+def test_the_usd_cap_counts_the_whole_run_across_resumes(toy_root, tmp_path, cache_dir):
+    with ScriptedLLMServer(kernel_engineer) as server:
+        cfg = config(tmp_path, cache_dir, server, **{"llm.default": "openai:gpt-4o", "llm.max_usd": 0.0001})
+        run_dir, status = start_run(cfg, "kfc/toy-sum", [str(toy_root)])
+        sent = len(server.requests)
+        paid = json.loads((run_dir / "run.json").read_text())["totals"]["usd"]
+        assert status == "budget_exhausted" and paid >= 0.0001
+        # resumed with the same cap: what was paid before counts, so nothing more is asked
+        _, status = resume_run(run_dir)
+        assert status == "budget_exhausted" and len(server.requests) == sent
+        # a raised cap lets it go on, to the end of its rounds
+        _, status = resume_run(run_dir, max_usd=1.0)
+        assert status == "finished" and len(server.requests) > sent
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["totals"]["usd"] > paid and run["config"]["llm"]["max_usd"] == 1.0
 
 
 def test_usd_cap_reached_among_the_executors_keeps_the_child_already_written(toy_root, tmp_path, cache_dir):

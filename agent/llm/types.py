@@ -112,11 +112,11 @@ class Budget:
     their own cost; what stops is the next call.
     """
 
-    def __init__(self, max_usd: float | None):
+    def __init__(self, max_usd: float | None, spent: float = 0.0):
         if max_usd is not None and max_usd < 0:
             raise ValueError(f"budget cap must be >= 0 USD or None (unlimited), got {max_usd}")
         self.max_usd = max_usd
-        self._spent = 0.0
+        self._spent = spent  # a resumed run starts from what it had already paid: the cap is per run
         self._lock = threading.Lock()
 
     @property
@@ -135,7 +135,8 @@ class Budget:
         if spent >= self.max_usd:
             raise LLMError(
                 "budget",
-                f"LLM budget exhausted: spent ${spent:.4f} of the ${self.max_usd:.4f} cap; raise the run's USD cap to continue",
+                f"LLM budget exhausted: spent ${spent:.4f} of the ${self.max_usd:.4f} cap; raise the run's USD cap to continue "
+                "(pesflow resume RUN_DIR --max-usd USD)",
             )
 
 

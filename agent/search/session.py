@@ -24,7 +24,7 @@ from agent.llm import Budget, PriceTable, RetryPolicy, make_client, parse_spec
 from agent.llm.gateway import Gateway, ModelUnreachable, Recorded
 from agent.llm.leak_guard import LeakGuard
 from agent.rundir.journal import read as read_journal
-from agent.rundir.schema import Event, new_run_dir, run_metadata
+from agent.rundir.schema import Event, journal_totals, new_run_dir, run_metadata
 from agent.rundir.store import RunDirError, RunStore
 from agent.search import graph
 from agent.search.grading import RecordedVerdicts
@@ -71,14 +71,15 @@ def apply_run_flags(cfg: Config, args: argparse.Namespace) -> Config:
     return Config.model_validate(data)
 
 
-def make_clients(cfg: Config) -> dict[str, object] | None:
+def make_clients(cfg: Config, spent_usd: float = 0.0) -> dict[str, object] | None:
+    """One client per role, sharing one USD cap (`spent_usd`: what the run paid before a resume)."""
     specs = {role: getattr(cfg.llm, role) or cfg.llm.default for role in ROLES}
     if not any(specs.values()):
         return None
     missing = [r for r, s in specs.items() if not s]
     if missing:
         raise ValueError(f"no model for role(s) {', '.join(missing)}: set llm.default or llm.{missing[0]}")
-    budget = Budget(cfg.llm.max_usd)
+    budget = Budget(cfg.llm.max_usd, spent_usd)
     prices = PriceTable.load(cfg.llm.prices)
     retry = RetryPolicy(max_attempts=cfg.llm.max_attempts, backoff_base_s=cfg.llm.backoff_base_sec,
                         backoff_max_s=cfg.llm.backoff_max_sec, timeout_s=cfg.llm.timeout_sec)
@@ -226,11 +227,14 @@ def _start_state(search: Search, state: dict[str, Any] | None) -> dict[str, Any]
 
 
 def resume_run(run_dir: Path, from_round: int | None = None, rounds: int | None = None,
-               console: Console | None = None, quiet: bool | None = None) -> tuple[Path, str]:
+               console: Console | None = None, quiet: bool | None = None,
+               max_usd: float | None = None) -> tuple[Path, str]:
     run_dir = run_dir.resolve()
     run, cfg, task = load_run(run_dir)
     if rounds is not None:
         cfg.loop.rounds = rounds
+    if max_usd is not None:  # the cap is the whole run's: raise it to go on after budget_exhausted
+        cfg.llm.max_usd = max_usd
     store = RunStore(run_dir)  # also drops a journal line torn by the crash
     events = read_journal(store.root / "journal.jsonl")
     if task.content_hash != run["task"]["content_hash"]:
@@ -239,7 +243,7 @@ def resume_run(run_dir: Path, from_round: int | None = None, rounds: int | None 
     store.journal.append(Event.resume, from_round=state["round"] if state else None, rounds=cfg.loop.rounds)
     store.update_run(config=json.loads(cfg.model_dump_json()), status="running",
                      resumed=[*run.get("resumed", []), datetime.now(timezone.utc).isoformat(timespec="seconds")])
-    clients = make_clients(cfg)
+    clients = make_clients(cfg, spent_usd=journal_totals(events)["usd"])
     if clients:
         check_keys(clients)
     session = assemble(cfg, task, store, [], clients, console, quiet, events,
