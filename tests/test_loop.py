@@ -16,7 +16,7 @@ import pytest
 
 from agent.rundir import journal
 from agent.config import load_config
-from agent.search.session import NoLLMConfigured, resume_run, start_run
+from agent.search.session import NoLLMConfigured, replay_run, resume_run, start_run
 from tests.conftest import needs_root, toy_tasks_root
 from tests.llm_server import Reply, Request, ScriptedLLMServer
 
@@ -229,6 +229,19 @@ def test_the_usd_cap_counts_the_whole_run_across_resumes(toy_root, tmp_path, cac
         assert status == "finished" and len(server.requests) > sent
     run = json.loads((run_dir / "run.json").read_text())
     assert run["totals"]["usd"] > paid and run["config"]["llm"]["max_usd"] == 1.0
+    # its replay meets the cap's refusals where the run did, and goes on past them as the resume did
+    dest, again, _ = replay_run(run_dir, out=tmp_path / "replay")
+    assert again == "finished" and population_of(dest) == population_of(run_dir)
+
+
+def test_a_replay_stops_where_the_cap_stopped_the_run(toy_root, tmp_path, cache_dir):
+    with ScriptedLLMServer(kernel_engineer) as server:
+        cfg = config(tmp_path, cache_dir, server, **{"llm.default": "openai:gpt-4o", "llm.max_usd": 0.0001})
+        run_dir, status = start_run(cfg, "kfc/toy-sum", [str(toy_root)])
+    assert status == "budget_exhausted"
+    dest, again, _ = replay_run(run_dir, out=tmp_path / "replay")
+    assert again == "budget_exhausted"
+    assert population_of(dest) == population_of(run_dir)
 
 
 def test_usd_cap_reached_among_the_executors_keeps_the_child_already_written(toy_root, tmp_path, cache_dir):

@@ -24,8 +24,23 @@ from agent.llm.types import FATAL_KINDS
 from agent.search.utilization import Busy
 
 
+CAP_RAISED_LATER = "budget_raised_later"
+
+
 class BudgetExhausted(Exception):
-    """The run's USD cap is reached: no new call is made and the run ends cleanly."""
+    """The run's USD cap is reached: no new call is made and the run ends cleanly.
+
+    In a replay, the refusal the cap made in the original run comes again at the same call;
+    `raised_later`: the original was then resumed with a higher cap and went on, so the replay
+    records the round as the capped one was and goes on too (its `stop` says which)."""
+
+    def __init__(self, message: str, raised_later: bool = False):
+        super().__init__(message)
+        self.raised_later = raised_later
+
+    @property
+    def stop(self) -> str:
+        return CAP_RAISED_LATER if self.raised_later else "budget_exhausted"
 
 
 class ModelUnreachable(Exception):
@@ -48,10 +63,15 @@ class Recorded:
 
     def __init__(self, events: list[dict[str, Any]]):
         self._answers: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+        self.refused: dict[tuple[str, str], bool] = {}  # calls the USD cap refused -> the run resumed after
         for e in events:
             d = e["data"]
             if e["kind"] == "llm_call" and d.get("text") is not None and not d.get("replayed"):
                 self._answers[(d.get("tag", ""), d["request_hash"])].append(d)
+            elif e["kind"] == "llm_call" and d.get("error_kind") == "budget":
+                self.refused[(d.get("tag", ""), d["request_hash"])] = False
+            elif e["kind"] == "resume":
+                self.refused = dict.fromkeys(self.refused, True)
         self._served: dict[tuple[str, str], int] = defaultdict(int)
         self._lock = threading.Lock()
 
@@ -112,6 +132,10 @@ class Gateway:
                                 text=recorded["text"], usage=recorded.get("usage"), cost_usd=0.0,
                                 latency_s=0.0, attempts=0, replayed=True)
             return Outcome(recorded["text"], replayed=True)
+        if self.offline and self.recorded and (tag, rhash) in self.recorded.refused:
+            msg = "the USD cap refused this call in the run being replayed"
+            self.journal.append(Event.llm_call, **base, text=None, error=msg, error_kind="budget")
+            raise BudgetExhausted(msg, raised_later=self.recorded.refused[(tag, rhash)])
         if self.offline:
             msg = "not recorded in the trace being replayed (replay makes no network call)"
             self.journal.append(Event.llm_call, **base, text=None, error=msg, error_kind="not_recorded")

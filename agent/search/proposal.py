@@ -55,15 +55,15 @@ def propose(gw: Gateway, ctx: roles.Context, work: Work, submit: Submit, *, use_
             p.plan, p.plan_prompt, p.plan_ok = roles.plan(gw, ctx, work.parent, work.inspirations, work.failures,
                                                           sel.memory, tag=f"r{k}/plan")
             p.planner_called = True
-    except BudgetExhausted:
-        p.stop = "budget_exhausted"
+    except BudgetExhausted as e:
+        p.stop = e.stop
         return p
 
     def one(i: int) -> tuple[roles.Child, Future | None]:
         try:
             child = roles.propose(gw, ctx, work.parent, p.plan, i, n, tag=f"r{k}/c{i}", repair_attempts=repair_attempts)
-        except BudgetExhausted:  # the children written before the cap are still graded and kept
-            p.stop = "budget_exhausted"
+        except BudgetExhausted as e:  # the children written before the cap are still graded and kept
+            p.stop = e.stop
             return roles.Child(None, "llm_error", CAP_REACHED), None
         # graded as soon as it exists; the same code in two children is graded once
         return child, (submit(child.files, (k, i)) if child.files is not None else None)

@@ -17,7 +17,7 @@ class RoundState(TypedDict, total=False):
 
     round: int  # the round `collect` applies next
     plan: str
-    stop: str  # why the search ends: rounds_done | budget_exhausted | no_llm
+    stop: str  # why the search ends: rounds_done | budget_exhausted | no_llm ("": it goes on)
     enter: str  # where the graph starts: baseline (a new run), launch or finalize (a resumed one)
 
 

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from agent.config import LoopConfig
-from agent.llm.gateway import BudgetExhausted, Gateway
+from agent.llm.gateway import CAP_RAISED_LATER, BudgetExhausted, Gateway
 from agent.population.database import PopulationConfig, Solution
 from agent.population.loongflow_format import loongflow_files
 from agent.rundir.schema import Event, journal_totals
@@ -242,10 +242,10 @@ class Search:
         try:
             lessons, memory, prompt, response, ok = roles.summarize(self.gw, self.ctx, k, parent, state["plan"], self.children,
                                                                     diffs, tag=f"r{k}/summary")
-        except BudgetExhausted:
+        except BudgetExhausted as e:
             lessons, memory, prompt, response, ok = ({s.id: roles.default_lesson(s) for s in self.children}, self.ctx.memory,
                                                      "", None, False)
-            state = {**state, "stop": "budget_exhausted"}
+            state = {**state, "stop": e.stop}
         self.children = [s.model_copy(update={"lessons": lessons.get(s.id, s.lessons) if s.status != "no_code" else
                                              f"{lessons.get(s.id, '')} {s.lessons}".strip()}) for s in self.children]
         self.ctx.memory = memory
@@ -268,7 +268,10 @@ class Search:
         best = self.population.best()
         self.state.best_by_round.append({"round": k, "best_id": best.id if best else None, "speedup": best.speedup if best else None})
         self.state.pending.pop(k, None)
-        stop = state.get("stop") or ("rounds_done" if k >= self.loop.rounds else None)
+        stop = state.get("stop")
+        if stop == CAP_RAISED_LATER:  # a replay past the cap a resume raised: on, as the resumed run went
+            stop = None
+        stop = stop or ("rounds_done" if k >= self.loop.rounds else None)
         if not stop:
             self.select_ahead(k)  # round k + depth is chosen from the population as it is now
         self.checkpoint(k)
@@ -278,7 +281,7 @@ class Search:
                                  failed=sum(1 for s in kids if not s.correct), best=best, totals=self.totals(), note=one_line(u))
         self.store.update_run(totals=self.totals(), rounds_done=k, utilization=u)
         self.children = []
-        return {"stop": stop} if stop else {"round": k + 1}
+        return {"stop": stop} if stop else {"round": k + 1, "stop": ""}  # the graph's state keeps a key until reset
 
     def stop_work(self) -> None:
         """No round will be applied any more: let the proposals in flight end, drop the queued
