@@ -258,13 +258,25 @@ def cmd_run(args: argparse.Namespace, config, console: Console) -> int:  # noqa:
         print(f"run: {e.run_dir}")
         print(f"pesflow run: {e}", file=sys.stderr)
         return 2
+    _say_cap(args.command, run_dir, status)
     print(f"run: {run_dir}")
     return 0 if status in ("finished", "budget_exhausted") else 1
+
+
+def _say_cap(command: str, run_dir: Path, status: str) -> None:
+    """A search the USD cap ended says so, and how to go on (it ends cleanly, exit 0)."""
+    if status != "budget_exhausted":
+        return
+    run = json.loads((run_dir / "run.json").read_text())
+    cap, paid = run["config"]["llm"]["max_usd"], run.get("totals", {}).get("usd", 0.0)
+    print(f"pesflow {command}: the USD cap (llm.max_usd = {cap}) was reached after ${paid:.4f}; to go on: "
+          f"pesflow resume {run_dir} --max-usd USD", file=sys.stderr)
 
 
 def cmd_resume(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
     run_dir, status = resume_run(Path(args.run_dir), from_round=args.from_round, rounds=args.rounds, console=console,
                                  quiet=True if args.quiet else None, max_usd=args.max_usd)
+    _say_cap(args.command, run_dir, status)
     print(f"run: {run_dir}")
     return 0 if status in ("finished", "budget_exhausted") else 1
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -17,7 +19,7 @@ import pytest
 from agent.rundir import journal
 from agent.config import load_config
 from agent.search.session import NoLLMConfigured, replay_run, resume_run, start_run
-from tests.conftest import needs_root, toy_tasks_root
+from tests.conftest import REPO, needs_root, toy_tasks_root
 from tests.llm_server import Reply, Request, ScriptedLLMServer
 
 pytestmark = needs_root
@@ -221,9 +223,15 @@ def test_the_usd_cap_counts_the_whole_run_across_resumes(toy_root, tmp_path, cac
         sent = len(server.requests)
         paid = json.loads((run_dir / "run.json").read_text())["totals"]["usd"]
         assert status == "budget_exhausted" and paid >= 0.0001
-        # resumed with the same cap: what was paid before counts, so nothing more is asked
-        _, status = resume_run(run_dir)
-        assert status == "budget_exhausted" and len(server.requests) == sent
+        # resumed with the same cap: what was paid before counts, so nothing more is asked, and
+        # the command says how to go on
+        again = subprocess.run([sys.executable, "-m", "agent.cli", "resume", str(run_dir), "--quiet"], cwd=REPO,
+                               capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0 and len(server.requests) == sent, again.stderr
+        said = again.stderr.strip().splitlines()
+        assert len(said) == 1 and "USD cap (llm.max_usd = 0.0001) was reached" in said[0], again.stderr
+        assert f"pesflow resume {run_dir} --max-usd USD" in said[0]
+        assert json.loads((run_dir / "run.json").read_text())["status"] == "budget_exhausted"
         # a raised cap lets it go on, to the end of its rounds
         _, status = resume_run(run_dir, max_usd=1.0)
         assert status == "finished" and len(server.requests) > sent
