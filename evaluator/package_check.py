@@ -78,12 +78,29 @@ def first_error(v: Verdict) -> str:
             except OSError:
                 continue
             for i, line in enumerate(lines):
-                if line.startswith("Traceback"):
-                    exc = next((ln for ln in lines[i + 1:] if ln and not ln[0].isspace()), line)
-                    return exc.strip()[:240]
+                if TRACEBACK in line:
+                    exc = exception_line(lines, i)
+                    if exc:
+                        return exc[:240]
+                    continue  # a header with no exception line after it (a cut log): look further
                 if _ERROR.search(line) and not line.startswith("@@pesflow"):
                     return line.strip()[:240]
     return v.message[:240]
+
+
+TRACEBACK = "Traceback (most recent call last)"
+
+
+def exception_line(lines: list[str], i: int) -> str:
+    """The exception line of the traceback whose header is lines[i]: the first later line indented
+    no deeper than the header (a traceback may be indented or prefixed as a whole in a log)."""
+    header = lines[i]
+    indent = header.index(TRACEBACK)
+    for ln in lines[i + 1:]:
+        body = ln[indent:] if ln[:indent] == header[:indent] else ln.lstrip()
+        if body.strip() and not body[0].isspace() and TRACEBACK not in body:
+            return body.strip()
+    return ""
 
 
 def _result(v: Verdict, grader: str, mode: str, artifact: str | None) -> ModeResult:

@@ -1,0 +1,34 @@
+"""A package check's evidence names the error itself: a traceback's exception line, wherever the
+log puts the traceback (indented, prefixed, chained), never its header."""
+
+from __future__ import annotations
+
+from evaluator.package_check import first_error
+from evaluator.verdict import Status, Verdict
+
+TRACE = ["Traceback (most recent call last):", '  File "gpu_bench.py", line 95, in <module>', "    main()",
+         "FileNotFoundError: [Errno 2] No such file or directory: '/opt/verifier-baseline/sgemm_kernel.cu'"]
+
+
+def verdict_with_log(tmp_path, text: str) -> Verdict:
+    (tmp_path / "logs/verifier").mkdir(parents=True)
+    (tmp_path / "grader_output.log").write_text("MODE=noop cases=4/4 speedup=-1\n")
+    (tmp_path / "logs/verifier/bench.log").write_text(text)
+    return Verdict(task="kfc/x", mode="noop", backend="local", grader="hidden", status=Status.hard_fail,
+                   log_dir=str(tmp_path), message="hard fail")
+
+
+def test_the_exception_line_of_a_plain_traceback(tmp_path):
+    assert first_error(verdict_with_log(tmp_path, "\n".join(TRACE))) == TRACE[-1]
+
+
+def test_an_indented_or_prefixed_traceback_gives_its_exception_line(tmp_path):
+    indented = "\n".join("    " + ln for ln in TRACE)
+    assert first_error(verdict_with_log(tmp_path / "a", indented)) == TRACE[-1]
+    prefixed = "\n".join("[run 1] " + ln for ln in TRACE)
+    assert first_error(verdict_with_log(tmp_path / "b", prefixed)) == TRACE[-1]
+
+
+def test_a_cut_traceback_is_passed_over_for_the_next_error(tmp_path):
+    cut = "\n".join(TRACE[:2]) + "\nBENCH_FAIL square_1k: D: 12/100 elements out of tolerance\n"
+    assert first_error(verdict_with_log(tmp_path, cut)).startswith("BENCH_FAIL square_1k")
