@@ -347,6 +347,22 @@ def pid_alive(pid: int) -> bool:
     return stat.rsplit(")", 1)[-1].split()[0] not in ("Z", "X")
 
 
+def process_start(pid: int) -> str | None:
+    """When process `pid` started (clock ticks after boot; None: no such process). With the pid it
+    names one process, even once the pid has been reused by another."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()
+    return fields[19] if len(fields) > 19 else None  # field 22 of proc(5); these start at field 3
+
+
+def same_process(pid: int, start: str | None) -> bool:
+    """Is the process that was `pid` when it started at `start` still living (None: any start)?"""
+    return pid_alive(pid) and (start is None or process_start(pid) == start)
+
+
 def count_namespace(pid1: int) -> int:
     """Processes in the pid namespace whose init has host pid `pid1` (0 when it is gone)."""
     try:

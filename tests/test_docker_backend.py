@@ -354,6 +354,36 @@ def test_memory_limit_is_the_candidates_failure(dev):
 
 
 @pytest.mark.slow
+def test_the_containers_of_a_dead_pesflow_are_swept_and_a_reused_pid_keeps_none(engine_url, dev):
+    import docker
+
+    from evaluator.limits import process_start
+
+    dev.evaluate("kfc/toy-sum", mode="noop", grader="hidden")  # its image exists
+    backend = dev.backend.inner
+    api = docker.APIClient(base_url=engine_url)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    me, started = str(os.getpid()), process_start(os.getpid())
+    owners = {"living": (me, started), "reused pid": (me, "1"), "dead": (str(gone.pid), "")}
+    made = {}
+    for name, (pid, start) in owners.items():
+        labels = {"pesflow.backend": "docker", "pesflow.kind": "sweep-test", "pesflow.session": "sweep-test",
+                  "pesflow.host": socket.gethostname()[:20], "pesflow.pid": pid, "pesflow.started": start}
+        made[name] = api.create_container(backend.image_tag(load_task("kfc/toy-sum", [FIXTURES])), command=["true"],
+                                          labels=labels)["Id"]
+    try:
+        backend.containers.sweep_leftovers(api)
+        left = {c["Id"] for c in api.containers(all=True, filters={"label": "pesflow.kind=sweep-test"})}
+        assert {n for n, i in made.items() if i in left} == {"living"}
+    finally:
+        for i in made.values():
+            try:
+                api.remove_container(i, force=True)
+            except docker.errors.NotFound:
+                pass
+
+
 def test_a_container_killed_from_outside_is_retried_then_infra_error(engine_url, tmp_path):
     import docker
 

@@ -49,7 +49,7 @@ from evaluator.backends.docker.scripts import (
     COUNTERS_SCRIPT, RESET_SCRIPT, STAT_SCRIPT, VOLUME_SCRIPT, _keepalive, _oom, _peak, _pids_max, _volume_listing,
 )
 from evaluator.config import DockerConfig
-from evaluator.limits import CGROUP_ROOT, cgroup_count, cgroups_of
+from evaluator.limits import CGROUP_ROOT, cgroup_count, cgroups_of, process_start, same_process
 from evaluator.parallel import Slot
 from evaluator.task import Task
 
@@ -124,14 +124,15 @@ class Containers:
                 if labels.get("pesflow.host") != host:
                     continue
                 pid = int(labels.get("pesflow.pid", "0") or 0)
-                if pid and not Path(f"/proc/{pid}").exists():
+                if pid and not same_process(pid, labels.get("pesflow.started") or None):  # a reused pid is not its owner
                     api.remove_container(c["Id"], force=True, v=True)
         except (APIError, ValueError):
             pass
 
     def _labels(self, kind: str) -> dict[str, str]:
         return {"pesflow.backend": "docker", "pesflow.kind": kind, "pesflow.session": self.session,
-                "pesflow.host": socket.gethostname()[:20], "pesflow.pid": str(os.getpid())}
+                "pesflow.host": socket.gethostname()[:20], "pesflow.pid": str(os.getpid()),
+                "pesflow.started": process_start(os.getpid()) or ""}
 
     # ---------------------------------------------------------------- containers
     def _create(self, api: docker.APIClient, image: str, name: str, kind: str, *, task: Task | None = None,
