@@ -214,6 +214,9 @@ def test_usd_cap_ends_the_run_cleanly(toy_root, tmp_path, cache_dir):
     assert run["status"] == "budget_exhausted" and run["totals"]["usd"] >= 0.0001
     # the calls the cap refused were never sent, and are not counted as calls
     assert run["totals"]["llm_calls"] == sent <= 3
+    # a replay meets the cap where the run did, and stops there too
+    dest, again, _ = replay_run(run_dir, out=tmp_path / "replay")
+    assert again == "budget_exhausted" and population_of(dest) == population_of(run_dir)
 
 
 def test_the_usd_cap_counts_the_whole_run_across_resumes(toy_root, tmp_path, cache_dir):
@@ -240,16 +243,6 @@ def test_the_usd_cap_counts_the_whole_run_across_resumes(toy_root, tmp_path, cac
     # its replay meets the cap's refusals where the run did, and goes on past them as the resume did
     dest, again, _ = replay_run(run_dir, out=tmp_path / "replay")
     assert again == "finished" and population_of(dest) == population_of(run_dir)
-
-
-def test_a_replay_stops_where_the_cap_stopped_the_run(toy_root, tmp_path, cache_dir):
-    with ScriptedLLMServer(kernel_engineer) as server:
-        cfg = config(tmp_path, cache_dir, server, **{"llm.default": "openai:gpt-4o", "llm.max_usd": 0.0001})
-        run_dir, status = start_run(cfg, "kfc/toy-sum", [str(toy_root)])
-    assert status == "budget_exhausted"
-    dest, again, _ = replay_run(run_dir, out=tmp_path / "replay")
-    assert again == "budget_exhausted"
-    assert population_of(dest) == population_of(run_dir)
 
 
 def test_usd_cap_reached_among_the_executors_keeps_the_child_already_written(toy_root, tmp_path, cache_dir):
