@@ -166,15 +166,18 @@ def test_small_matrix_summary_tables_figures_and_resume(two_tasks, tmp_path, cac
     assert main(["report", str(oracle_dir)]) == 0
     assert "// 6" in (oracle_dir / "report.html").read_text()
 
+    def resume_runs_nothing() -> None:
+        capsys.readouterr()
+        with ScriptedLLMServer(engineer) as server:
+            write_config(tmp_path / "baselines.yaml", two_tasks, out, cache_dir, server.openai_base_url)
+            assert main(["baselines", str(cfg), "--out", str(out)]) == 0
+            assert server.requests == []
+        assert "cells: 0 run, 10 already done, 0 failed" in capsys.readouterr().out
+
     # resume: nothing runs again, no LLM request is made, nothing is rewritten
     stamps = {p: p.stat().st_mtime_ns for p in out.glob("cells/**/run.json")}
     summary = (out / "summary.jsonl").read_text()
-    capsys.readouterr()
-    with ScriptedLLMServer(engineer) as server:
-        write_config(tmp_path / "baselines.yaml", two_tasks, out, cache_dir, server.openai_base_url)
-        assert main(["baselines", str(cfg), "--out", str(out)]) == 0
-        assert server.requests == []
-    assert "cells: 0 run, 10 already done, 0 failed" in capsys.readouterr().out
+    resume_runs_nothing()
     assert {p: p.stat().st_mtime_ns for p in out.glob("cells/**/run.json")} == stamps
     assert (out / "summary.jsonl").read_text() == summary
 
@@ -182,12 +185,7 @@ def test_small_matrix_summary_tables_figures_and_resume(two_tasks, tmp_path, cac
     for p in out.glob("cells/**/run.json"):
         run = json.loads(p.read_text())
         p.write_text(json.dumps({("baseline" if k == "cell" else k): v for k, v in run.items()}))
-    capsys.readouterr()
-    with ScriptedLLMServer(engineer) as server:
-        write_config(tmp_path / "baselines.yaml", two_tasks, out, cache_dir, server.openai_base_url)
-        assert main(["baselines", str(cfg), "--out", str(out)]) == 0
-        assert server.requests == []
-    assert "cells: 0 run, 10 already done, 0 failed" in capsys.readouterr().out
+    resume_runs_nothing()
     assert (out / "summary.jsonl").read_text() == summary
 
     # an unfinished cell (a crash mid-run) is run again from scratch, and only that one

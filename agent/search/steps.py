@@ -223,8 +223,7 @@ class Search:
             self.children.append(solution_from(v, **common, files=c.files, content_hash=h))
             self.store.write_json(f"{d}/executor/{cid}/verdict.json", v.model_dump(mode="json", exclude={"raw"}))
         if p.stop:  # the cap reached among the executors: what was made is recorded, without a summary
-            self.children = [s.model_copy(update={"lessons": f"{roles.default_lesson(s)} {s.lessons}".strip()})
-                             for s in self.children]
+            self.children, _ = with_default_lessons(self.children)
             return {"stop": p.stop, "plan": p.plan}
         return {"plan": p.plan}
 
@@ -235,8 +234,7 @@ class Search:
         parent = self.population.get(self.state.pending[k].parent_id)
         diffs = {s.id: Candidate(files=s.files).diff(parent.files) for s in self.children}
         if not self.loop.use_summarizer:
-            lessons = {s.id: roles.default_lesson(s) for s in self.children}
-            self.children = [s.model_copy(update={"lessons": f"{lessons[s.id]} {s.lessons}".strip()}) for s in self.children]
+            self.children, lessons = with_default_lessons(self.children)
             self.journal(Event.summary, round=k, ok=True, lessons=lessons, memory=self.ctx.memory, summarizer=False)
             return {}
         try:
@@ -344,3 +342,7 @@ class Search:
         return "\n".join(lines) + "\n"
 
 
+def with_default_lessons(children: list[Solution]) -> tuple[list[Solution], dict[str, str]]:
+    """Children with the lesson their verdict alone gives (no summarizer), and those lessons."""
+    lessons = {s.id: roles.default_lesson(s) for s in children}
+    return [s.model_copy(update={"lessons": f"{lessons[s.id]} {s.lessons}".strip()}) for s in children], lessons
