@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from evaluator.scoring import DevFigure
+from evaluator.trust.findings import Trust, is_result
 
 
 class Status(str, Enum):
@@ -62,10 +63,16 @@ class Verdict(BaseModel):
 
     dev: DevFigure | None = None  # a dev engine's own figure, raw, with its kind (evaluator/scoring.py)
     environment: dict[str, Any] | None = None  # image, or the local stand-in and how it differs from the pins
+    trust: Trust = Field(default_factory=Trust)  # the screens' verdict (evaluator/trust/); the figures stay the grader's
 
     @property
     def correct(self) -> bool:
         return is_correct(self.status.value, self.hard_fail_reasons)
+
+    @property
+    def is_result(self) -> bool:
+        """May its figures count (fitness, parent, best, pick, table cell)? evaluator/trust/findings.py."""
+        return is_result(self.trust)
 
 
 SPEED_ONLY_GATES = frozenset({"speedup_not_above_baseline", "speedup_not_above_anchor", "ref_speedup_invalid"})

@@ -1,0 +1,77 @@
+"""The trust verdict: what the screens found about one grading, beside the grader's own figures.
+
+A finding names its family and its evidence (`timer_replaced: time.perf_counter by
+submission/kernel.py:14`). The families are the ways a candidate can earn a score without
+computing faster; every screen (runtime guard, probes, static read, plausibility) reports in
+these names, so a reader, a lesson or a table says the same thing whichever screen saw it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+# family -> what it means, in one line (the summarizer's lesson and the report use it)
+FAMILIES: dict[str, str] = {
+    "timer_replaced": "replaced or wrapped a clock, timer or synchronization the harness measures with",
+    "harness_patched": "replaced attributes of the harness's own modules, builtins or library classes it did not define",
+    "caller_inspected": "read its callers' frames to learn who calls it (e.g. the timing loop)",
+    "grader_sniffed": "read the process's argv, the grader's mode variables or the grader's files to learn which pass runs",
+    "gc_walked": "walked the garbage collector's objects to reach the harness's",
+    "lazy_output": "returned an object that computes later (a proxy or generator) instead of plain values",
+    "output_cached": "handed back an output kept from an earlier call instead of computing it",
+    "wrong_on_unchecked_inputs": "answered right on the inputs the correctness pass checks and wrong on others",
+    "unsynchronized_work": "left work running (threads, GPU streams) that nobody waits for when it returns",
+    "guard_evasion": "tried to silence or escape pesflow's runtime guard",
+}
+REVIEW = "implausible_speedup"  # not a family: a speedup far past the reference, every probe passed
+
+
+class Finding(BaseModel):
+    family: str
+    evidence: str  # where and what: `time.perf_counter by submission/kernel.py:14`
+    screen: str  # runtime | probe | static | plausibility
+
+    def reason(self) -> str:
+        return f"{self.family}: {self.evidence}"
+
+
+class Trust(BaseModel):
+    """`trust` of a verdict: suspect (an exploit's score, never a result), needs_review (a
+    speedup far past the reference that passed every probe: stays in the search, flagged until
+    a person accepts it), the reasons, and what each screen checked."""
+
+    suspect: bool = False
+    needs_review: bool = False
+    reasons: list[str] = Field(default_factory=list)
+    checks: dict[str, Any] = Field(default_factory=dict)
+    review: dict[str, Any] | None = None  # a person's decision (pesflow review): accepted/rejected, why, when
+
+    @classmethod
+    def of(cls, findings: list[Finding], checks: dict[str, Any], needs_review: bool = False) -> "Trust":
+        reasons = list(dict.fromkeys(f.reason() for f in findings))
+        return cls(suspect=bool(findings), needs_review=needs_review and not findings, reasons=reasons, checks=checks)
+
+    @property
+    def families(self) -> list[str]:
+        return list(dict.fromkeys(r.split(":", 1)[0] for r in self.reasons))
+
+    def overruled(self) -> bool | None:
+        """A person's decision: True accepted (a result after all), False rejected, None none."""
+        if not self.review:
+            return None
+        return self.review.get("decision") == "accept"
+
+
+def is_result(trust: "Trust | dict | None") -> bool:
+    """The one rule: may this grading's figures count (fitness, parent, best, pick, table cell)?
+    Not when suspect or awaiting review, unless a person accepted it; a person's rejection
+    takes an unflagged one out too."""
+    if trust is None:
+        return True
+    t = trust if isinstance(trust, Trust) else Trust.model_validate(trust)
+    decision = t.overruled()
+    if decision is not None:
+        return decision
+    return not (t.suspect or t.needs_review)
