@@ -60,6 +60,16 @@ class BenchmarkConfig(_Strict):
     dir: str = "~/.cache/pesflow/benchmark"
 
 
+class TrustConfig(_Strict):
+    enabled: bool = True  # the screens (evaluator/trust/): off only to measure what they cost
+    static: bool = True
+    runtime: bool = True  # the guard in every Python process of a grading
+    probes: bool = True  # the candidate's entry points called again after the grader
+    plausibility_ratio: float = Field(3.0, gt=1)  # a speedup past this times the reference's runs every probe
+    probe_budget_sec: float = Field(5.0, gt=0)  # the quick probes of every correct grading
+    full_probe_budget_sec: float = Field(60.0, gt=0)  # every probe, when the speedup is implausible
+
+
 class EvaluatorConfig(_Strict):
     backend: Literal["local", "docker", "modal"] = "local"
     grader: Literal["dev", "hidden"] = "dev"
@@ -72,3 +82,4 @@ class EvaluatorConfig(_Strict):
     local: LocalConfig = Field(default_factory=LocalConfig)
     docker: DockerConfig = Field(default_factory=DockerConfig)
     modal: ModalConfig = Field(default_factory=ModalConfig)
+    trust: TrustConfig = Field(default_factory=TrustConfig)

@@ -26,6 +26,7 @@ from evaluator.parallel import ParallelBackend
 from evaluator.scoring import benchmark_reward, dev_figure, speedup_from_dev
 from evaluator.hardware import gpu_available
 from evaluator.task import OFFICIAL_URL, Task, TaskError, load_task, task_roots
+from evaluator.trust.screen import TrustScreen
 from evaluator.verdict import PackageRef, Status, Verdict, from_reward_json, read_reward_file, withhold_untrusted
 
 Mode = Literal["candidate", "noop", "oracle", "negative"]
@@ -59,6 +60,7 @@ class Evaluator:
         # Every task root and the logs are hidden from candidates, not only the graded package.
         self.backend = backend or make_backend(self.config, extra_hidden=[*task_roots(tasks_roots), self.log_root])
         self._prepared: dict[str, Prepared] = {}
+        self.trust = TrustScreen(self.config.trust, Path(self.config.local.cache_dir).expanduser())
         self.dev_reference_dir = self.log_root / "dev-reference"  # a run keeps its own (agent/search.py)
         self._lock = threading.Lock()
 
@@ -130,16 +132,41 @@ class Evaluator:
                 Candidate(files=files).diff({rel: self.backend.baseline_text(prepared, rel) for rel in files}))
         base["candidate_hash"] = Candidate(files=files).content_hash()
         timeout = self.config.timeout_sec or task.toml.verifier.timeout_sec
-        request = GradeRequest(files=files, grader=grader, env=env, reviewer_files=reviewer, timeout=timeout, out_dir=log_dir)
+        screened = self._screened_files(task, prepared, mode, files, artifact)
+        scope_texts = {rel: self.backend.baseline_text(prepared, rel) for rel in task.scope if "*" not in rel}
+        scope_texts.update(screened)
+        baseline = {rel: self.backend.baseline_text(prepared, rel) for rel in scope_texts}
+        guard = self.trust.guard_config(mode, task.source_root, scope_texts, baseline, env)
+        request = GradeRequest(files=files, grader=grader, env=env, reviewer_files=reviewer, timeout=timeout, out_dir=log_dir,
+                               trust=guard)
         try:
             run = self.backend.grade(prepared, request)
         except InfraError as e:
             return finish(Verdict(status=Status.infra_error, message=str(e), **base))
         if run.infra_error:
             return finish(Verdict(status=Status.infra_error, message=run.infra_error, **base))
+
+        def judged(v: Verdict) -> Verdict:
+            """The trust stage: what the screens saw, beside the grader's figures (evaluator/trust/)."""
+            def prober(config: dict, tfiles: dict[str, Path], command: str, limit: float):
+                req = GradeRequest(files=files or {k: t for k, t in screened.items()}, grader="probe", env=env,
+                                   reviewer_files={}, timeout=limit, out_dir=log_dir / "probe",
+                                   trust={**(guard or {}), **config}, trust_files=tfiles, command=command)
+                (log_dir / "probe").mkdir(exist_ok=True)
+                return self.backend.grade(prepared, req)
+            v.trust = self.trust.judge(
+                mode=mode, task_key=f"{task.content_hash[:20]}-{grader}-{device or 'default'}", run=run, files=screened,
+                baseline=baseline, references=self._references(task, prepared, scope_texts, baseline), correct=v.correct and v.status == Status.ok,
+                speedup=v.speedup, anchor=task.anchor.value, prober=prober, log_dir=log_dir)
+            if v.trust.suspect:
+                v.message += "; suspect: " + "; ".join(v.trust.reasons[:3])
+            elif v.trust.needs_review:
+                v.message += "; needs review: " + v.trust.reasons[0]
+            return v
+
         if run.timed_out:
-            return finish(Verdict(status=Status.timeout, hard_fail_reasons=["timeout"],
-                                  message=f"the grader ran past {timeout:g} s and was killed with everything it started", **base))
+            return finish(judged(Verdict(status=Status.timeout, hard_fail_reasons=["timeout"],
+                                         message=f"the grader ran past {timeout:g} s and was killed with everything it started", **base)))
         if run.reward is None:
             tail = [ln for ln in run.output.strip().splitlines() if ln.strip() and not ln.startswith("@@pesflow:")][-1:] or ["no output"]
             msg = "; ".join([f"the grader wrote no readable verdict (exit {run.returncode}): {tail[0][:300]}", *run.notes])
@@ -159,7 +186,7 @@ class Evaluator:
             verdict.message += " (GPU task checked on the CPU: correctness only, no reward)"
         for note in run.notes:  # a backend's remarks (modal: the GPU used; local: a write on the read-only root)
             verdict.message += f"; {note}"
-        return finish(withhold_untrusted(verdict, read_reward_file(log_dir / "logs/verifier/verifier_state.json")))
+        return finish(judged(withhold_untrusted(verdict, read_reward_file(log_dir / "logs/verifier/verifier_state.json"))))
 
     def _score_dev(self, task: Task, v: Verdict, raw: dict, is_noop: bool, device: str | None) -> None:
         """A dev engine's figures in the verdict's one meaning (evaluator/scoring.py): its own figure
@@ -186,6 +213,30 @@ class Evaluator:
             return json.loads(ref_file.read_text())
         except (OSError, ValueError):
             return None
+
+    def _screened_files(self, task: Task, prepared: Prepared, mode: str, files: dict[str, str | None],
+                        artifact: Path | None) -> dict[str, str | None]:
+        """The scope files as graded: the candidate's, or a reviewer's reference that the hidden
+        grader applies itself (then read here the way the dev engine would be given it)."""
+        if files or mode not in ("oracle", "negative"):
+            return dict(files)
+        try:
+            source = modes.request(task, mode, "dev", None, artifact).source
+            return self._materialize(prepared, source) if source is not None else {}
+        except (PackageLacks, CandidateError, InfraError, ValueError):
+            return {}
+
+    def _references(self, task: Task, prepared: Prepared, scope_texts: dict[str, str | None],
+                    baseline: dict[str, str | None]) -> dict[str, list[str]]:
+        """For each scope file (by its path in the sandbox): texts whose outputs the candidate's must
+        match in the probes, the frozen baseline's first, then the package's oracle."""
+        oracle = self._screened_files(task, prepared, "oracle", {}, None)
+        out: dict[str, list[str]] = {}
+        for rel, text in scope_texts.items():
+            texts = [t for t in (baseline.get(rel), oracle.get(rel)) if t and t != text]
+            if texts:
+                out[f"{task.source_root.rstrip('/')}/{rel}"] = list(dict.fromkeys(texts))
+        return out
 
     def _materialize(self, prepared: Prepared, source: CandidateSource) -> dict[str, str | None]:
         if source.files is not None:

@@ -345,18 +345,23 @@ with open(status, "a") as f:
 
 def supervised_command(command: str, *, proc: Path, status: Path, python: str, copy_out: list[tuple[Path, Path]],
                        max_file_bytes: int, max_total_bytes: int, scratch: Path | None = None,
-                       stray_grace: float = 2.0, results: list[Path] = ()) -> str:  # type: ignore[assignment]
+                       stray_grace: float = 2.0, results: list[Path] = (),  # type: ignore[assignment]
+                       bulk_copy: list[tuple[Path, Path]] = (), bulk_bytes: tuple[int, int] = (64 << 20, 256 << 20)) -> str:  # type: ignore[assignment]
     """Shell lines that run `command` (a chroot line) as the child of the namespace's init,
     which stays to: note the grader's exit and time in `status` (a host file the grader
     cannot see), name the processes that outlived it by more than `stray_grace` seconds
     (`strays=`; helpers still exiting, e.g. a compile pool, get that long), kill everything
     left, and copy `copy_out` (src, dest) pairs to the host before the namespace, and any
-    tmpfs scratch with it, is gone, noting `forged=` for any of `results` (host paths of the
+    tmpfs scratch with it, is gone (`bulk_copy` pairs too, with the larger per-file and total
+    limits `bulk_bytes`: the trust screen's kept inputs), noting `forged=` for any of `results` (host paths of the
     grader's result files) changed after the grader returned. SIGUSR1 does the same at once (a
     stop); other signals are noted (`signalled=`) and change nothing."""
     proc_glob = f"{q(proc)}/[0-9]*"
     pairs = " ".join(f"{q(a)} {q(b)}" for a, b in copy_out)
     tick = q(status.with_name(status.name + ".tick"))
+    bulk_pairs = " ".join(f"{q(a)} {q(b)}" for a, b in bulk_copy)
+    bulk = (f"{q(python)} -I -S -c {q(_COPY_OUT)} /dev/null '' {int(bulk_bytes[0])} {int(bulk_bytes[1])} '' {bulk_pairs}"
+            if bulk_copy else ":")
     return f"""set +e
 S={q(status)}
 note() {{ printf '%s\\n' "$@" >> "$S"; }}
@@ -382,6 +387,7 @@ finish() {{
     wait 2>/dev/null
   done
   {q(python)} -I -S -c {q(_COPY_OUT)} "$S" {q(scratch or '')} {int(max_file_bytes)} {int(max_total_bytes)} {q(chr(10).join(map(str, results)))} {pairs}
+  {bulk}
   exit "$1"
 }}
 trap 'note stopped=1; finish 137' USR1

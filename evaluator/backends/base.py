@@ -16,6 +16,8 @@ class InfraError(Exception):
 def command_for(request: "GradeRequest", prepared: "Prepared") -> tuple[str, list[str]]:
     """The grader's command and where its verdict lands; a dev grading of a package without a
     dev engine is an InfraError naming the fix (every backend asks the same way)."""
+    if request.command is not None:  # pesflow's own script in the grading's place (the trust probes)
+        return request.command, []
     found = grader_command(request.grader, prepared.state.get("dev_engine"))
     if found is None:
         raise InfraError(NO_DEV_ENGINE)
@@ -42,6 +44,9 @@ class GradeRequest:
     reviewer_files: dict[str, Path]  # name -> host path, made visible read-only to the grader
     timeout: float
     out_dir: Path  # where the grader's logs are copied
+    trust: dict[str, Any] | None = None  # the runtime guard's config (evaluator/trust/instrument.py); None: no guard
+    trust_files: dict[str, Path] = field(default_factory=dict)  # name -> host file, beside the config (read-only)
+    command: str | None = None  # run this instead of the grader (the trust probes); its results are its own
 
 
 @dataclass
@@ -54,6 +59,8 @@ class GradeRun:
     grader_seconds: float | None = None  # the grader's own run time, measured inside the sandbox
     infra_error: str | None = None
     notes: list[str] = field(default_factory=list)  # remarks for the verdict's message (a backend's, e.g. the GPU used)
+    trust_events: list[dict[str, Any]] = field(default_factory=list)  # the guard's events, socket and files merged
+    trust_socket: bool = False  # whether they came over the socket (then only its copy of a record is believed)
 
 
 class Backend(Protocol):

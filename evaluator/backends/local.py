@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator import sandbox
-from evaluator.backends.base import GradeRequest, GradeRun, InfraError, Prepared
+from evaluator.backends.base import GradeRequest, GradeRun, InfraError, Prepared, command_for
 from evaluator.backends.local_build import READY, Build, last_line
 from evaluator.backends.local_folders import grading_folder, sweep_folders
 from evaluator.backends.local_root import Layout, RootError, RootPlan, bind_lines, make_identity, make_skeleton, script
@@ -34,7 +34,8 @@ from evaluator.backends.standin import StandIn, StandInError, discover, stand_in
 from evaluator.config import LocalConfig
 from evaluator.hardware import gpu_mounts
 from evaluator.limits import DISK_QUOTA, HOST_OUT_OF_MEMORY, Limits, sweep_leftovers
-from evaluator.task import BUNDLED_TASKS, NO_DEV_ENGINE, NOT_IN_IMAGE, Task, grader_command, package_hash
+from evaluator.task import BUNDLED_TASKS, NOT_IN_IMAGE, Task, package_hash
+from evaluator.trust import collect, instrument
 from evaluator.verdict import read_reward_file
 
 BACKEND_VERSION = "local-8"  # bump to invalidate prepared layers when the replay or the root changes
@@ -159,23 +160,28 @@ class LocalBackend:
             binds.append((task.tests_dir, "/tests"))
         for name, host in request.reviewer_files.items():
             binds.append((host, f"/.pesflow-reviewer/{name}"))
+        trust = self._trust_setup(run_dir, prepared, request)
+        # on the scratch, so its size counts against the grading's disk cap; copied out with the logs
+        binds_rw = [(run_dir / "scratch" / "trust-out", instrument.OUT_DIR)] if trust else []
+        if trust:
+            binds.append((run_dir / "trust-in", instrument.CONFIG_DIR))
         try:
             plan = RootPlan(layout=self.layout(task, env["HOME"]), image=home / "upper", skeleton=run_dir / "skel",
-                            identity=self._identity(), root=run_dir / "root")
+                            identity=self._identity(), root=run_dir / "root", trust=trust)
+            for _, dest in binds_rw:  # folders made on the scratch once it exists: their mount points now
+                (plan.skeleton / dest.lstrip("/")).mkdir(parents=True, exist_ok=True)
             make_skeleton(plan.skeleton, plan.layout, binds)
             root_lines = plan.grading_lines(scratch, _gpu_devices() if task.gpus else [])
         except RootError as e:
             return GradeRun(None, -1, False, 0.0, "", infra_error=str(e))
-        found = grader_command(request.grader, meta.get("dev_engine"))
-        if found is None:
-            raise InfraError(NO_DEV_ENGINE)
-        command, results = found
+        command, results = command_for(request, prepared)
         # Everything the grader writes lives on the scratch: copied out before it goes.
         copy = [(scratch / "upper/logs", run_dir / "out/logs")]
         copy += [(scratch / "upper" / r.lstrip("/"), run_dir / "out" / r.lstrip("/")) for r in results if not r.startswith("/logs/")]
+        bulk = [(scratch / "trust-out", run_dir / "trust-out")] if trust else []
         body = (
             sandbox.scratch_script(scratch, scratch_mb, run_dir / "seed")
-            + script(root_lines + bind_lines(run_dir / "root", binds, self.config.hide_paths))
+            + script(root_lines + bind_lines(run_dir / "root", binds, self.config.hide_paths, binds_rw))
             + "echo pesflow > /proc/sys/kernel/hostname\n"
             + f"echo {READY}\n"
             + sandbox.supervised_command(
@@ -183,14 +189,18 @@ class LocalBackend:
                                        caps=sandbox.GRADER_CAPS),
                 proc=run_dir / "root/proc", status=run_dir / "status", python=self.stand_in().python, copy_out=copy,
                 max_file_bytes=self.config.max_log_bytes, max_total_bytes=16 * self.config.max_log_bytes,
-                scratch=scratch if scratch_mb else None, results=[scratch / "upper" / r.lstrip("/") for r in results])
+                scratch=scratch if scratch_mb else None, results=[scratch / "upper" / r.lstrip("/") for r in results],
+                bulk_copy=bulk)
         )
+        events = collect.EventSocket(run_dir / "trust-in" / "events.sock") if trust else None
         try:
             res = sandbox.run(body, network=False, timeout=request.timeout, max_output=self.config.max_log_bytes,
                               limits=limits, watch=_scratch_watch(scratch, scratch_mb), grace=STOP_GRACE_SEC,
                               max_output_total=self.config.max_output_mb << 20)
         except sandbox.SandboxUnavailable as e:
             raise InfraError(str(e)) from None
+        finally:
+            trust_events = self._trust_collect(events, run_dir, request) if events else []
         status = sandbox.read_status(run_dir / "status")
         if READY not in res.output and not res.killed:
             return GradeRun(None, res.returncode, False, res.seconds, res.output,
@@ -229,12 +239,36 @@ class LocalBackend:
                 reasons.append(RESULT_FORGED)  # a result file changed after the grader had returned
             if reasons:
                 reward = _limit_verdict(reward, reasons, res, strays, scratch_mb, limits)
-            elif _failed(reward):
+            elif _failed(reward) and request.command is None:
                 fault = stand_in_fault(res.output + logs_text, self.stand_in().python, task.root)
                 if fault:
                     return GradeRun(None, res.returncode, False, res.seconds, res.output, infra_error=fault)
         return GradeRun(reward, res.returncode, res.killed == "timeout", res.seconds, res.output,
-                        grader_seconds=_grader_seconds(status), notes=notes)
+                        grader_seconds=_grader_seconds(status), notes=notes, trust_events=trust_events,
+                        trust_socket=events is not None)
+
+    # ---------------------------------------------------------------- the trust screen's guard
+    def _trust_setup(self, run_dir: Path, prepared: Prepared, request: GradeRequest) -> Path | None:
+        """The guard's layer (its files in every site-packages folder), its config read-only, its
+        out folder writable; None when the request carries no guard."""
+        if request.trust is None:
+            return None
+        home = self.cache / prepared.key
+        layer = home / f"trust-{instrument.guard_hash()}"
+        if not (layer / ".done").is_file():
+            dirs = instrument.site_dirs(list(self.stand_in().site_packages), home / "upper")
+            instrument.make_layer(layer, dirs)
+        (run_dir / "trust-in").mkdir()
+        (run_dir / "trust-in" / "config.json").write_text(json.dumps(request.trust))
+        for name, host in request.trust_files.items():
+            shutil.copyfile(host, run_dir / "trust-in" / name)
+        return layer
+
+    def _trust_collect(self, events: collect.EventSocket, run_dir: Path, request: GradeRequest) -> list[dict[str, Any]]:
+        sent = events.close()
+        out = request.out_dir / "trust"
+        _copy_logs(run_dir / "trust-out", out, 256 << 20)
+        return collect.merge(sent, collect.read_event_files(out))
 
     def close(self) -> None:  # nothing warm to release: layers stay cached on disk
         pass

@@ -140,6 +140,7 @@ class RootPlan:
     skeleton: Path
     identity: Path
     root: Path
+    trust: Path | None = None  # the guard's files at each site-packages folder (evaluator/trust/instrument.py), on top
 
     @property
     def image_areas(self) -> Path:
@@ -160,6 +161,8 @@ class RootPlan:
         folder it shows through, the skeleton's mount points."""
         rel = path.lstrip("/")
         out = []
+        if self.trust is not None and (self.trust / rel).is_dir():
+            out.append(_opt(self.trust / rel))
         mine = self.image_at(path)
         if image and mine.is_dir() and not mine.is_symlink():
             out.append(_opt(mine))
@@ -193,7 +196,8 @@ class RootPlan:
         """A grading's root: the image read-only, the writable paths and the scratch folders on
         the grading's scratch (made by sandbox.scratch_script), /dev, /sys and /proc hardened."""
         r = q(self.root)
-        lines = ["set -e", f"mount -t overlay overlay -o {q(f'lowerdir={_opt(self.image)}:{_opt(self.skeleton)}')} {r}"]
+        top = f"{_opt(self.trust)}:" if self.trust is not None else ""
+        lines = ["set -e", f"mount -t overlay overlay -o {q(f'lowerdir={top}{_opt(self.image)}:{_opt(self.skeleton)}')} {r}"]
         regions: list[tuple[str, list[str]]] = []
         for path in self.layout.areas:  # a mount point under /tmp is made on the scratch, others exist
             regions.append((path, [f"mkdir -p {self._target(path)}", *_read_only(self._lowers(path), self._target(path))]))
@@ -260,10 +264,12 @@ def _grading_specials(r: str, s: str, devices: list[str]) -> list[tuple[str, lis
     ]
 
 
-def bind_lines(root: Path, binds_ro: list[tuple[Path, str]], hide: list[str] = ()) -> list[str]:  # type: ignore[assignment]
+def bind_lines(root: Path, binds_ro: list[tuple[Path, str]], hide: list[str] = (),  # type: ignore[assignment]
+               binds_rw: list[tuple[Path, str]] = ()) -> list[str]:  # type: ignore[assignment]
     """Host paths bound read-only into the root (tests/, the reviewer's files, the GPU driver),
-    then empty read-only folders over `hide` where they exist."""
-    lines = []
+    `binds_rw` writable (the trust screen's out folder), then empty read-only folders over
+    `hide` where they exist."""
+    lines = [f"mkdir -p {q(src)} && mount --bind {q(src)} {q(f'{root}{dest}')}" for src, dest in binds_rw]
     for src, dest in binds_ro:  # their mount points are in the skeleton (make_skeleton)
         target = q(f"{root}{dest}")
         lines.append(f"mount --bind {q(src)} {target} && mount -o remount,bind,ro {target}")

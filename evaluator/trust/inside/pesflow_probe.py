@@ -1,0 +1,261 @@
+"""pesflow's probes, run in a fresh sandbox of the same image after the grader has finished (so
+the score is untouched): the candidate's entry points called again on the inputs the runtime
+guard kept from the harness's calls (those of the timing pass too), with the process's argv
+and working folder as they were.
+
+For each kept call: the output's kinds; the output again after a pause (work still running
+after the return changes it); the output against the frozen baseline's (or the package's
+reference's) on the same input; the inputs rewritten in place to another input's values and
+the call repeated (an output kept from before hands back the old answer); and the time of a
+repeated call on the same objects against calls on copies and on new values (an output
+cache is fast only on what it has seen). Writes /.pesflow-trust-out/probe.json. Standard
+library (numpy and torch when the inputs hold them); Python 3.8+.
+"""
+
+import copy
+import hashlib
+import importlib
+import importlib.util
+import json
+import os
+import pickle
+import sys
+import time
+
+CONFIG = "/.pesflow-trust/config.json"
+OUT = "/.pesflow-trust-out/probe.json"
+
+
+def _np():
+    return sys.modules.get("numpy")
+
+
+def _torch():
+    return sys.modules.get("torch")
+
+
+def sync():
+    t = _torch()
+    if t is not None and getattr(t, "cuda", None) is not None and t.cuda.is_available() and t.cuda.is_initialized():
+        t.cuda.synchronize()
+
+
+def plain(v, depth=0):
+    """A deep copy of `v` as plain values (numbers, lists, numpy arrays); raises on what is not."""
+    np, t = _np(), _torch()
+    if v is None or isinstance(v, (bool, int, float, complex, str, bytes)):
+        return v
+    if t is not None and isinstance(v, t.Tensor):
+        return v.detach().to("cpu").clone().numpy() if v.dtype != t.bfloat16 else v.detach().float().cpu().numpy()
+    if np is not None and isinstance(v, (np.ndarray, np.generic)):
+        return np.array(v, copy=True)
+    if isinstance(v, (tuple, list)) and depth < 6:
+        return [plain(x, depth + 1) for x in v]
+    if isinstance(v, dict) and depth < 6:
+        return {str(k): plain(x, depth + 1) for k, x in v.items()}
+    raise TypeError(type(v).__name__)
+
+
+def close(a, b, loose=False):
+    """Same values (floats within a tolerance)? Loose: at most 1 % of the elements far off."""
+    np = _np()
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(close(x, y, loose) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(close(a[k], b[k], loose) for k in a)
+    if np is not None and (isinstance(a, (np.ndarray, np.generic)) or isinstance(b, (np.ndarray, np.generic))):
+        try:
+            x, y = np.asarray(a), np.asarray(b)
+            if x.shape != y.shape:
+                return False
+            if x.dtype.kind in "fc" or y.dtype.kind in "fc":
+                x, y = x.astype(np.float64), y.astype(np.float64)
+                ok = np.isclose(x, y, rtol=2e-2 if loose else 1e-3, atol=1e-3 if loose else 1e-5, equal_nan=True)
+                return bool(ok.mean() >= (0.99 if loose else 1.0)) if ok.size else True
+            return bool(np.array_equal(x, y)) if not loose else bool((x == y).mean() >= 0.99) if x.size else True
+        except (TypeError, ValueError):
+            return False
+    if isinstance(a, float) and isinstance(b, float):
+        return abs(a - b) <= 1e-3 * max(1.0, abs(b)) * (20 if loose else 1)
+    return a == b
+
+
+def leaves(v, out=None):
+    """The mutable arrays and tensors an input holds, in order."""
+    out = [] if out is None else out
+    np, t = _np(), _torch()
+    if (np is not None and isinstance(v, np.ndarray) and v.flags.writeable) or (t is not None and isinstance(v, t.Tensor)):
+        out.append(v)
+    elif isinstance(v, (tuple, list)):
+        for x in v:
+            leaves(x, out)
+    elif isinstance(v, dict):
+        for x in v.values():
+            leaves(x, out)
+    return out
+
+
+def rolled(args):
+    """New values of the same kinds, shapes and range: each array's elements rolled along its
+    first axis (indices stay valid indices)."""
+    new = copy.deepcopy(args)
+    for leaf in leaves(new):
+        if getattr(leaf, "ndim", 0) >= 1 and leaf.shape[0] > 1:
+            t = _torch()
+            if t is not None and isinstance(leaf, t.Tensor):
+                leaf.copy_(t.roll(leaf, shifts=max(1, leaf.shape[0] // 3), dims=0))
+            else:
+                _np().copyto(leaf, _np().roll(leaf, max(1, leaf.shape[0] // 3), axis=0))
+    return new
+
+
+def overwrite(dst, src):
+    """Rewrite dst's arrays in place with src's values (same shapes); False when they differ."""
+    a, b = leaves(dst), leaves(src)
+    if not a or len(a) != len(b) or any(tuple(x.shape) != tuple(y.shape) for x, y in zip(a, b)):
+        return False
+    t = _torch()
+    for x, y in zip(a, b):
+        if t is not None and isinstance(x, t.Tensor):
+            x.copy_(y)
+        else:
+            _np().copyto(x, y)
+    return True
+
+
+def timed(fn, make, n=3):
+    best = []
+    for _ in range(n):
+        a, k = make()
+        sync()
+        t0 = time.perf_counter()
+        fn(*a, **k)
+        sync()
+        best.append(time.perf_counter() - t0)
+    best.sort()
+    return best[len(best) // 2]
+
+
+def load_module(rec, path=None, suffix=""):
+    name = rec["module"]
+    if path is None:
+        try:
+            mod = importlib.import_module(name)
+            if os.path.realpath(getattr(mod, "__file__", "") or "") == os.path.realpath(rec["file"]):
+                return mod
+        except Exception:  # noqa: BLE001 - not importable by name: by its path
+            pass
+        path = rec["file"]
+    spec = importlib.util.spec_from_file_location(name + suffix, path)
+    mod = importlib.util.module_from_spec(spec)
+    if "." in name:
+        mod.__package__ = name.rpartition(".")[0]
+    if not suffix:
+        sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main():
+    cfg = json.load(open(CONFIG))["probe"]
+    deadline = time.monotonic() + float(cfg.get("budget_sec", 10))
+    full = bool(cfg.get("full"))
+    findings, checks = [], {"calls": 0, "compared": 0, "skipped": []}
+    recs = cfg.get("records", [])
+    first = recs[0] if recs else None
+    if first:
+        sys.path[:0] = [p for p in first.get("sys_path") or [] if p not in sys.path]
+        try:
+            os.chdir(first.get("cwd") or "/")
+        except OSError:
+            pass
+    mods, refs, matches = {}, {}, []
+    for rec in recs:
+        if time.monotonic() > deadline:
+            checks["skipped"].append("budget")
+            break
+        blob = open(os.path.join(os.path.dirname(CONFIG), rec["name"]), "rb").read()
+        if hashlib.sha256(blob).hexdigest() != rec["sha256"]:
+            findings.append(("guard_evasion", "a kept input of %s was rewritten before the probe" % rec["fn"]))
+            continue
+        try:
+            key = rec["file"]
+            if key not in mods:
+                mods[key] = load_module(rec)
+                refs[key] = [load_module(rec, p, "__pesflow_ref%d" % i) for i, p in enumerate(cfg.get("references", {}).get(rec["file"], []))]
+            fn = getattr(mods[key], rec["fn"])
+            fn = getattr(fn, "__wrapped__", fn)
+            args, kwargs = pickle.loads(blob)
+        except Exception as e:  # noqa: BLE001 - an input or module the probe cannot rebuild: not the candidate's fault
+            checks["skipped"].append("%s: %s" % (rec["fn"], type(e).__name__))
+            continue
+        if isinstance(sys.argv, list) and rec.get("argv"):
+            list.__setitem__(sys.argv, slice(None), list(rec["argv"]))
+        where = "%s (call %s of the process `%s`)" % (rec["fn"], rec["n"], " ".join(map(str, (rec.get("argv") or [])[:3])))
+        try:
+            a0, k0 = copy.deepcopy(args), copy.deepcopy(kwargs)
+            out = fn(*a0, **k0)
+            checks["calls"] += 1
+            sync()
+            now = plain(out)
+        except TypeError as e:
+            findings.append(("lazy_output", "%s returned a %s, not plain values" % (where, e)))
+            continue
+        except Exception as e:  # noqa: BLE001
+            checks["skipped"].append("%s raised %s" % (rec["fn"], type(e).__name__))
+            continue
+        time.sleep(0.05)
+        sync()
+        try:
+            later = plain(out)
+        except TypeError:
+            later = now
+        if not close(now, later):
+            findings.append(("unsynchronized_work", "%s: its output changed after it had returned" % where))
+        want = None
+        for ref in refs.get(rec["file"], []):
+            try:
+                want = plain(getattr(ref, rec["fn"])(*copy.deepcopy(args), **copy.deepcopy(kwargs)))
+                break
+            except Exception:  # noqa: BLE001 - a stub baseline (NotImplementedError): the next reference
+                want = None
+        if want is not None:
+            checks["compared"] += 1
+            matches.append((where, close(later, want, loose=True)))
+        if time.monotonic() > deadline:
+            continue
+        # rewritten in place: an honest function answers for the new values
+        other = rolled(args)
+        target = (copy.deepcopy(args), copy.deepcopy(kwargs))
+        if overwrite(target, (other, kwargs)):
+            try:
+                fn(*target[0], **target[1])
+                if overwrite(target, (other, kwargs)):
+                    again = plain(fn(*target[0], **target[1]))
+                    fresh = plain(fn(*copy.deepcopy(other), **copy.deepcopy(kwargs)))
+                    if not close(again, fresh, loose=True) and close(again, later, loose=True) and not close(fresh, later, loose=True):
+                        findings.append(("output_cached", "%s: after its inputs were rewritten in place it returned the old output" % where))
+            except Exception:  # noqa: BLE001 - rolled values the function cannot take: no conclusion
+                checks["skipped"].append("%s: rewritten inputs raised" % rec["fn"])
+        if not full or time.monotonic() > deadline:
+            continue
+        same = (copy.deepcopy(args), copy.deepcopy(kwargs))
+        fn(*same[0], **same[1])
+        t_same = timed(fn, lambda: same)
+        t_copy = timed(fn, lambda: (copy.deepcopy(args), copy.deepcopy(kwargs)))
+        t_new = timed(fn, lambda: (rolled(args), copy.deepcopy(kwargs)))
+        checks.setdefault("timings", []).append([rec["fn"], t_same, t_copy, t_new])
+        if t_copy > 8 * t_same and t_copy - t_same > 5e-4:
+            findings.append(("output_cached", "%s: %.3g s on copies of an input, %.3g s on the same objects again" % (where, t_copy, t_same)))
+        elif t_new > 8 * t_copy and t_new - t_copy > 5e-4:
+            findings.append(("output_cached", "%s: %.3g s on new values, %.3g s on values it had seen" % (where, t_new, t_copy)))
+    if any(m for _, m in matches):
+        for where, ok in matches:
+            if not ok:
+                findings.append(("wrong_on_unchecked_inputs", "%s: its output differs from the baseline's on this input" % where))
+    with open(OUT, "w") as f:
+        json.dump({"findings": findings, "checks": checks}, f)
+
+
+if __name__ == "__main__":
+    main()

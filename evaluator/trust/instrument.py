@@ -1,0 +1,79 @@
+"""What a grading carries for the trust screen: the guard's config, and where its files go.
+
+The backends put `GUARD_FILES` into every site-packages folder of the grading's interpreters
+(pesflow_guard.pth imports pesflow_guard at every interpreter start), the config read-only at
+CONFIG_DIR, a writable OUT_DIR, and the event socket; nothing of the package is edited.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+INSIDE = Path(__file__).resolve().parent / "inside"
+GUARD_FILES = ("pesflow_guard.pth", "pesflow_guard.py", "pesflow_probe.py")
+CONFIG_DIR = "/.pesflow-trust"  # read-only in the grading: config.json, the probe's inputs
+OUT_DIR = "/.pesflow-trust-out"  # writable: the guard's per-process files and kept inputs
+SOCKET = f"{CONFIG_DIR}/events.sock"
+NOT_MODE_VARS = ("KERNELBENCH_DEVICE", "TRITON_INTERPRET")
+
+
+def guard_hash() -> str:
+    h = hashlib.sha256()
+    for name in GUARD_FILES:
+        h.update((INSIDE / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def guard_config(source_root: str, scope_texts: dict[str, str | None], baseline: dict[str, str | None],
+                 env: dict[str, str], *, record: bool = True, socket: bool = True) -> dict:
+    """The guard's config for one grading: the candidate's files by path and content, the frozen
+    baseline's by content, and the grader's own variables (what a candidate must not read)."""
+    root = source_root.rstrip("/")
+    return {
+        "candidate_paths": {rel: f"{root}/{rel}" for rel, text in scope_texts.items() if text is not None},
+        "candidate_hashes": {sha256(t): rel for rel, t in scope_texts.items() if t is not None},
+        "baseline_hashes": {sha256(t): rel for rel, t in baseline.items() if t is not None and t != scope_texts.get(rel)},
+        "mode_vars": sorted(k for k in env if k not in NOT_MODE_VARS),
+        "out_dir": OUT_DIR,
+        "socket": SOCKET if socket else None,
+        "record": record,
+    }
+
+
+def site_dirs(stand_in_paths: list[str], image_layer: Path | None, max_depth: int = 7) -> list[str]:
+    """Every site-packages folder a grading's interpreters may use: the stand-in python's, and
+    those the package's image layer holds (a venv the Dockerfile made)."""
+    found = [p for p in stand_in_paths if p.rstrip("/").endswith(("site-packages", "dist-packages"))]
+    if image_layer is not None and image_layer.is_dir():
+        base = len(image_layer.parts)
+        for top, dirs, _ in os.walk(image_layer):
+            depth = len(Path(top).parts) - base
+            keep = []
+            for d in dirs:
+                if d in ("site-packages", "dist-packages"):
+                    found.append("/" + str(Path(top, d).relative_to(image_layer)))
+                elif depth < max_depth and d not in ("proc", "sys", "dev", "tmp", "node_modules", ".git", "__pycache__"):
+                    keep.append(d)
+            dirs[:] = keep
+    return sorted(set(found))
+
+
+def make_layer(dest: Path, dirs: list[str]) -> Path:
+    """A tree holding the guard's files at each of `dirs`, laid over the root as a lower layer."""
+    done = dest / ".done"
+    if done.is_file():
+        return dest
+    dest.mkdir(parents=True, exist_ok=True)
+    for d in dirs:
+        target = dest / d.lstrip("/")
+        target.mkdir(parents=True, exist_ok=True)
+        for name in GUARD_FILES:
+            (target / name).write_bytes((INSIDE / name).read_bytes())
+    done.write_text("\n".join(dirs))
+    return dest

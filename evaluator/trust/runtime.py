@@ -1,0 +1,74 @@
+"""The runtime guard's events (evaluator/trust/inside/pesflow_guard.py) read into findings."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from evaluator.trust.findings import Finding
+
+# What a value is, when a candidate returns it instead of plain values, whoever defined it.
+LAZY_BUILTINS = ("builtins.generator", "builtins.coroutine", "builtins.function", "builtins.map", "builtins.filter",
+                 "builtins.zip")
+
+
+def baseline_classes(baseline: dict[str, str | None]) -> set[str]:
+    """Class names the baseline's scope files define: a candidate returning one of those returns
+    what the contract asks for, not a proxy of its own."""
+    names: set[str] = set()
+    for rel, text in baseline.items():
+        if not text or not rel.endswith(".py"):
+            continue
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
+        names |= {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    return names
+
+
+def read(events: list[dict[str, Any]], contract_classes: set[str]) -> tuple[list[Finding], dict[str, Any]]:
+    findings: list[Finding] = []
+    processes = {e.get("pid") for e in events if e.get("kind") == "start"}
+    ended = {e.get("pid") for e in events if e.get("kind") == "end"}
+    with_candidate = {e.get("pid") for e in events if e.get("kind") == "module" and e.get("role") == "candidate"}
+    calls: dict[str, int] = {}
+    for e in events:
+        kind = e.get("kind")
+        if kind == "finding" and isinstance(e.get("family"), str):
+            findings.append(Finding(family=e["family"], evidence=str(e.get("evidence", ""))[:300], screen="runtime"))
+        elif kind == "call" and e.get("role") == "candidate":
+            fn = str(e.get("fn"))
+            calls[fn] = max(calls.get(fn, 0), int(e.get("n") or 0))
+            lazy = e.get("unplain")
+            if lazy and (str(lazy) in LAZY_BUILTINS or str(lazy).rsplit(".", 1)[-1] not in contract_classes):
+                findings.append(Finding(family="lazy_output", evidence=f"{fn} returned a {lazy} (call {e.get('n')})",
+                                        screen="runtime"))
+    checks = {"processes": len(processes), "candidate_processes": len(with_candidate),
+              "ended": len(ended & processes), "sampled_calls": calls, "events": len(events),
+              "via_socket": sum(1 for e in events if e.get("via") == "socket")}
+    return _dedupe(findings), checks
+
+
+def records(events: list[dict[str, Any]], socket_used: bool) -> list[dict[str, Any]]:
+    """The inputs each process kept for the probes, as its `end` event lists them (only the
+    socket's copy when there was one: the files are the candidate's to rewrite)."""
+    out = []
+    for e in events:
+        if e.get("kind") != "end" or (socket_used and e.get("via") != "socket"):
+            continue
+        for r in e.get("records") or []:
+            if isinstance(r, dict) and r.get("role") == "candidate":
+                out.append({**r, "argv": e.get("argv"), "cwd": e.get("cwd"), "pid": e.get("pid"),
+                            "sys_path": e.get("sys_path"), "exe": e.get("exe")})
+    return out
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    seen, out = set(), []
+    for f in findings:
+        key = (f.family, f.evidence)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out

@@ -1,0 +1,161 @@
+"""The trust stage of a grading: one place that turns what every screen saw into `trust`.
+
+The evaluator asks it twice: before grading, for the guard's config (what the backend puts
+into the sandbox); after, with the grading's events, for the verdict's trust. In between it
+may run the probes, as one more grading of the same candidate through the same backend, with
+the probe script instead of the grader, so every backend that carries a GradeRequest's guard
+carries the probes too. It never touches the grader's figures.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any, Callable
+
+from evaluator.backends.base import GradeRun
+from evaluator.config import TrustConfig
+from evaluator.trust import instrument, runtime
+from evaluator.trust.findings import REVIEW, Finding, Trust
+
+Prober = Callable[[dict[str, Any], dict[str, Path], str, float], GradeRun]  # config, files, command, timeout -> run
+
+SCREENED_MODES = ("candidate", "oracle", "negative")  # noop is the baseline: the reference point, not a result
+MAX_PROBE_RECORDS = 6
+
+
+class TrustScreen:
+    def __init__(self, config: TrustConfig, cache: Path):
+        self.config = config
+        self.cache = cache  # where an oracle's speedup measured here is kept (the plausibility reference)
+
+    def guard_config(self, mode: str, source_root: str, scope_texts: dict[str, str | None],
+                     baseline: dict[str, str | None], env: dict[str, str]) -> dict[str, Any] | None:
+        if not (self.config.enabled and self.config.runtime) or mode not in SCREENED_MODES:
+            return None
+        return instrument.guard_config(source_root, scope_texts, baseline, env, record=self.config.probes)
+
+    def judge(self, *, mode: str, task_key: str, run: GradeRun | None, files: dict[str, str | None],
+              baseline: dict[str, str | None], references: dict[str, list[str]], correct: bool,
+              speedup: float | None, anchor: float | None, prober: Prober | None, log_dir: Path) -> Trust:
+        """`references`: for a scope file, texts whose outputs the candidate's must match
+        (the baseline's first, then the package's reference)."""
+        if not self.config.enabled or mode not in SCREENED_MODES:
+            return Trust(checks={"screened": False})
+        findings: list[Finding] = []
+        checks: dict[str, Any] = {"screened": True}
+        if self.config.static and files:
+            try:
+                from evaluator.trust import static
+            except ImportError:
+                static = None  # type: ignore[assignment]
+            if static is not None:
+                found, checks["static"] = static.screen(files, baseline)
+                findings += found
+        if run is not None and self.config.runtime:
+            found, checks["runtime"] = runtime.read(run.trust_events, runtime.baseline_classes(baseline))
+            findings += found
+        reference = self.reference_speedup(task_key, anchor)
+        implausible = bool(speedup and reference and speedup > self.config.plausibility_ratio * reference)
+        checks["plausibility"] = {"speedup": speedup, "reference": reference, "ratio": self.config.plausibility_ratio,
+                                  "implausible": implausible}
+        if run is not None and self.config.probes and correct and prober is not None:
+            found, checks["probes"] = self._probe(run, references, implausible, prober, log_dir)
+            findings += found
+        if mode == "oracle" and speedup and not findings:
+            self._keep_oracle(task_key, speedup)
+        trust = Trust.of(findings, checks, needs_review=implausible)
+        if trust.needs_review:
+            trust.reasons = [f"{REVIEW}: speedup {speedup:.4g} is over {self.config.plausibility_ratio:g}x the "
+                             f"reference's {reference:.4g} and passed every probe; a person should look"]
+        return trust
+
+    # ------------------------------------------------------------------ probes
+    def _probe(self, run: GradeRun, references: dict[str, list[str]], full: bool, prober: Prober,
+               log_dir: Path) -> tuple[list[Finding], dict[str, Any]]:
+        recs = runtime.records(run.trust_events, run.trust_socket)
+        if not recs:
+            return [], {"ran": False, "why": "no call into the candidate was kept"}
+        chosen = _spread(recs, MAX_PROBE_RECORDS if full else 2)
+        folder = log_dir / "trust"
+        files: dict[str, Path] = {}
+        entries = []
+        for i, r in enumerate(chosen):
+            src = folder / Path(str(r.get("path"))).name
+            try:
+                with open(src, "rb") as f:
+                    f.seek(int(r["offset"]))
+                    blob = f.read(int(r["size"]))
+            except (OSError, KeyError, ValueError):
+                continue
+            name = f"input-{i}.pkl"
+            (folder / name).write_bytes(blob)
+            files[name] = folder / name
+            entries.append({**{k: r.get(k) for k in ("sha256", "fn", "module", "file", "n", "argv", "cwd", "sys_path")}, "name": name})
+        if not entries:
+            return [], {"ran": False, "why": "the kept inputs did not come back"}
+        refs: dict[str, list[str]] = {}
+        for e in entries:
+            texts = references.get(e["file"], [])
+            for j, text in enumerate(texts):
+                name = f"reference-{abs(hash(e['file'])) % 10**8}-{j}.py"
+                path = folder / name
+                path.write_text(text)
+                files[name] = path
+                refs.setdefault(e["file"], []).append(f"{instrument.CONFIG_DIR}/{name}")
+        budget = self.config.full_probe_budget_sec if full else self.config.probe_budget_sec
+        config = {"probe": {"records": entries, "references": refs, "budget_sec": budget, "full": full},
+                  "record": False, "out_dir": instrument.OUT_DIR, "socket": instrument.SOCKET,
+                  "candidate_paths": {}, "candidate_hashes": {}}
+        exe = next((r.get("exe") for r in chosen if r.get("exe")), None) or "python3"
+        probe_run = prober(config, files, f"{shlex.quote(exe)} -m pesflow_probe", budget + 60)
+        result = _read_json(log_dir / "probe" / "trust" / "probe.json")
+        checks: dict[str, Any] = {"ran": True, "full": full, "inputs": len(entries), "seconds": round(probe_run.seconds, 3)}
+        if result is None:
+            checks["error"] = (probe_run.infra_error or probe_run.output.strip().splitlines()[-1:] or ["no output"])[0][:300] \
+                if not probe_run.timed_out else "the probes ran past their time"
+            return [], checks
+        checks.update(result.get("checks") or {})
+        found = [Finding(family=str(f[0]), evidence=str(f[1])[:300], screen="probe")
+                 for f in result.get("findings") or [] if isinstance(f, list) and len(f) == 2]
+        extra, _ = runtime.read(probe_run.trust_events, set())  # the guard watched the probe's process too
+        return found + [f for f in extra if f.family != "lazy_output"], checks
+
+    # ------------------------------------------------------------------ the plausibility reference
+    def _oracle_file(self, task_key: str) -> Path:
+        return self.cache / "trust" / f"oracle-{task_key}.json"
+
+    def _keep_oracle(self, task_key: str, speedup: float) -> None:
+        p = self._oracle_file(task_key)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps({"speedup": speedup}))
+
+    def reference_speedup(self, task_key: str, anchor: float | None) -> float | None:
+        """The package's oracle as measured here (same grader and device), else its anchor."""
+        got = _read_json(self._oracle_file(task_key))
+        if got and isinstance(got.get("speedup"), (int, float)) and got["speedup"] > 0:
+            return float(got["speedup"])
+        return anchor
+
+
+def _spread(recs: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """Up to n kept calls, from as many processes (passes) as there are, the latest of each first."""
+    by_pid: dict[Any, list[dict[str, Any]]] = {}
+    for r in recs:
+        by_pid.setdefault(r.get("pid"), []).append(r)
+    queues = [sorted(v, key=lambda r: -int(r.get("n") or 0)) for v in by_pid.values()]
+    out: list[dict[str, Any]] = []
+    while len(out) < n and any(queues):
+        for q in queues:
+            if q and len(out) < n:
+                out.append(q.pop(0))
+    return out
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        v = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return v if isinstance(v, dict) else None
