@@ -50,7 +50,13 @@ class Trust(BaseModel):
 
     @classmethod
     def of(cls, findings: list[Finding], checks: dict[str, Any], needs_review: bool = False) -> "Trust":
-        reasons = list(dict.fromkeys(f.reason() for f in findings))
+        reasons: list[str] = []
+        per_family: dict[str, int] = {}
+        for r in dict.fromkeys(f.reason() for f in findings):  # at most 3 a family: the rest say the same
+            fam = r.split(":", 1)[0]
+            per_family[fam] = per_family.get(fam, 0) + 1
+            if per_family[fam] <= 3:
+                reasons.append(r)
         return cls(suspect=bool(findings), needs_review=needs_review and not findings, reasons=reasons, checks=checks)
 
     @property

@@ -33,6 +33,7 @@ def read(events: list[dict[str, Any]], contract_classes: set[str]) -> tuple[list
     ended = {e.get("pid") for e in events if e.get("kind") == "end"}
     with_candidate = {e.get("pid") for e in events if e.get("kind") == "module" and e.get("role") == "candidate"}
     calls: dict[str, int] = {}
+    lazy_seen: set[str] = set()
     for e in events:
         kind = e.get("kind")
         if kind == "finding" and isinstance(e.get("family"), str):
@@ -41,7 +42,8 @@ def read(events: list[dict[str, Any]], contract_classes: set[str]) -> tuple[list
             fn = str(e.get("fn"))
             calls[fn] = max(calls.get(fn, 0), int(e.get("n") or 0))
             lazy = e.get("unplain")
-            if lazy and (str(lazy) in LAZY_BUILTINS or str(lazy).rsplit(".", 1)[-1] not in contract_classes):
+            if lazy and fn not in lazy_seen and (str(lazy) in LAZY_BUILTINS or str(lazy).rsplit(".", 1)[-1] not in contract_classes):
+                lazy_seen.add(fn)
                 findings.append(Finding(family="lazy_output", evidence=f"{fn} returned a {lazy} (call {e.get('n')})",
                                         screen="runtime"))
     checks = {"processes": len(processes), "candidate_processes": len(with_candidate),

@@ -153,7 +153,13 @@ def _start():  # noqa: C901 - one closure so that no module global can switch it
                 return True
         cls = value if isinstance(value, type) else type(value)
         mod = sys.modules.get(getattr(cls, "__module__", "") or "")
-        return mod is not None and role(getattr(mod, "__file__", "") or "") == "candidate"
+        if mod is not None and role(getattr(mod, "__file__", "") or "") == "candidate":
+            return True
+        for attr in list(getattr(cls, "__dict__", {}).values())[:32]:  # a module loaded without sys.modules
+            c = getattr(attr, "__code__", None)
+            if c is not None:
+                return role(c.co_filename) == "candidate"
+        return False
 
     def harness_module(mod):
         """The grader's own code: not the candidate's, the baseline's, the standard library or
