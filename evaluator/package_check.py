@@ -34,7 +34,7 @@ from evaluator.verdict import Status, Verdict, code_reasons
 
 ANCHOR_BAND = (0.8, 1.25)
 CLASSES = ("ok", "anchor_differs", "package_defect", "environment_differs", "needs_gpu", "unsupported")
-CHECK_VERSION = "check-2"  # bump when a rule changes: earlier results are then checked again
+CHECK_VERSION = "check-3"  # bump when a rule changes: earlier results are then checked again
 _ERROR = re.compile(r"(Traceback|Error|error:|FAIL|fatal|Assertion|No module named|cannot|not found)", re.I)
 _ENV_HINTS = re.compile(r"No module named|import_origin|version|torch|triton|vllm|flash.?attn|cuda|libcu|nvcc|GLIBC", re.I)
 
@@ -50,6 +50,8 @@ class ModeResult(BaseModel):
     dev_kind: str | None = None
     first_error: str = ""
     seconds: float = 0.0
+    suspect: bool | None = None  # the trust screen's verdict on this grading (evaluator/trust/)
+    trust_reasons: list[str] = Field(default_factory=list)
 
 
 class PackageCheck(BaseModel):
@@ -107,7 +109,8 @@ def _result(v: Verdict, grader: str, mode: str, artifact: str | None) -> ModeRes
     failed = v.status.value not in ("ok", "hard_fail") or not v.correct
     return ModeResult(grader=grader, mode=mode, artifact=artifact, status=v.status.value, reward=v.reward, speedup=v.speedup,
                       reasons=v.hard_fail_reasons[:8], dev_kind=v.dev.kind if v.dev else None,
-                      first_error=first_error(v) if failed else "", seconds=v.seconds)
+                      first_error=first_error(v) if failed else "", seconds=v.seconds,
+                      suspect=v.trust.suspect if v.trust.checks.get("screened") else None, trust_reasons=v.trust.reasons[:4])
 
 
 def check_package(ev, task: Task, graders: tuple[str, ...] = ("hidden",), device: str | None = None) -> PackageCheck:  # noqa: ANN001 - an Evaluator
@@ -240,10 +243,17 @@ def markdown(checks: list[PackageCheck]) -> str:
     for c in checks:
         def cell(mode: str) -> str:
             rs = [r for r in c.results if r.mode == mode and r.grader == "hidden"] or [r for r in c.results if r.mode == mode]
-            return "<br>".join(f"{r.status} r={_fmt(r.reward)} s={_fmt(r.speedup)}" for r in rs) or "-"
+            return "<br>".join(f"{r.status} r={_fmt(r.reward)} s={_fmt(r.speedup)}{_trust(r)}" for r in rs) or "-"
         ev = c.evidence.replace("|", "\\|").replace("\n", " ")
         lines.append(f"| {c.task} | {c.klass} | {c.official} | {cell('noop')} | {cell('oracle')} | {cell('negative')} | {ev} |")
     return "\n".join(lines) + "\n"
+
+
+def _trust(r: ModeResult) -> str:
+    """The trust screen's word on a grading: ' SUSPECT (family)' or ' clean'; nothing when unscreened."""
+    if r.suspect is None:
+        return ""
+    return f" SUSPECT ({', '.join(x.split(':', 1)[0] for x in r.trust_reasons[:2])})" if r.suspect else " clean"
 
 
 def _fmt(v: float | None) -> str:
