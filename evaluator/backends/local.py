@@ -245,7 +245,7 @@ class LocalBackend:
                     return GradeRun(None, res.returncode, False, res.seconds, res.output, infra_error=fault)
         return GradeRun(reward, res.returncode, res.killed == "timeout", res.seconds, res.output,
                         grader_seconds=_grader_seconds(status), notes=notes, trust_events=trust_events,
-                        trust_socket=events is not None)
+                        trust_socket=any(e.get("via") == "socket" for e in trust_events))
 
     # ---------------------------------------------------------------- the trust screen's guard
     def _trust_setup(self, run_dir: Path, prepared: Prepared, request: GradeRequest) -> Path | None:

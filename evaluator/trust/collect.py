@@ -27,7 +27,12 @@ class EventSocket:
         self.dropped = 0
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-        self._sock.bind(str(self.path))
+        # through the folder's descriptor: a socket's path may hold only 107 bytes, a cache's may be longer
+        fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            self._sock.bind(f"/proc/self/fd/{fd}/{self.path.name}")
+        finally:
+            os.close(fd)
         os.chmod(self.path, 0o666)
         self._sock.settimeout(0.1)
         self._stop = threading.Event()

@@ -56,6 +56,7 @@ from evaluator.task import Task
 # PID 1 of every container: no signal handlers (so unkillable from inside), reaps orphans.
 KEEPALIVE = "while :; do sleep 2147483647 & wait $!; done"
 TESTS, REVIEWER = "/tests", "/.pesflow-reviewer"
+TRUST_IN, TRUST_OUT = "/.pesflow-trust", "/.pesflow-trust-out"  # the trust screen's (evaluator/trust/instrument.py)
 ENGINE_FILES = ("/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/run/.containerenv")
 MAX_RESET_PATHS = 2000  # a reset moving more than this replaces the container instead
 # Where the programs our own execs run (sh, rm, chmod, kill, ...) and their libraries live. A
@@ -136,7 +137,7 @@ class Containers:
 
     # ---------------------------------------------------------------- containers
     def _create(self, api: docker.APIClient, image: str, name: str, kind: str, *, task: Task | None = None,
-                staging: Path | None = None, slot: Slot | None = None) -> str:
+                staging: Path | None = None, slot: Slot | None = None, guard: dict[str, str] | None = None) -> str:
         hc: dict[str, Any] = {"network_mode": "none"}
         volumes: list[str] | None = None
         if task is not None:
@@ -145,7 +146,8 @@ class Containers:
             # grading writes, each a volume of the image's own content there (reset after each
             # grading) or a scratch tmpfs.
             hc["read_only"] = True
-            hc["tmpfs"] = {d: "rw,nosuid,nodev,mode=1777" for d in ("/tmp", "/var/tmp")} | {"/run": "rw,nosuid,nodev,mode=755"}
+            hc["tmpfs"] = {d: "rw,nosuid,nodev,mode=1777" for d in ("/tmp", "/var/tmp")} | {"/run": "rw,nosuid,nodev,mode=755",
+                                                                                             TRUST_OUT: "rw,nosuid,nodev,mode=1777"}
             volumes = task.writable_paths(self.writable)
             hc["pids_limit"] = self.config.pids_limit
             if env.cpus:
@@ -156,7 +158,11 @@ class Containers:
                 hc.update(gpu_host_config(slot, self.config.gpus_via))
         if staging is not None:
             hc["binds"] = {str(staging / "tests"): {"bind": TESTS, "mode": "ro"},
-                           str(staging / "reviewer"): {"bind": REVIEWER, "mode": "ro"}}
+                           str(staging / "reviewer"): {"bind": REVIEWER, "mode": "ro"},
+                           str(staging / "trust"): {"bind": TRUST_IN, "mode": "ro"}}
+            # the runtime guard in every site-packages folder of the image (inactive without a config)
+            for host, dest in (guard or {}).items():
+                hc["binds"][host] = {"bind": dest, "mode": "ro"}
         try:
             cid = api.create_container(image, entrypoint=["/bin/sh", "-c", KEEPALIVE], name=name, detach=True, volumes=volumes,
                                        labels=self._labels(kind), host_config=api.create_host_config(**hc))["Id"]
@@ -199,10 +205,11 @@ class Containers:
             self.discard(api, w)
         name = f"pesflow-{self.session}-{prepared.key[:10]}-w{slot.index}"
         staging = self.cache / "staging" / name
-        for sub in ("tests", "reviewer"):
+        for sub in ("tests", "reviewer", "trust"):
             shutil.rmtree(staging / sub, ignore_errors=True)
             (staging / sub).mkdir(parents=True)
-        cid = self._create(api, prepared.state["image"], name, "worker", task=prepared.task, staging=staging, slot=slot)
+        cid = self._create(api, prepared.state["image"], name, "worker", task=prepared.task, staging=staging, slot=slot,
+                           guard=guard_binds(self.cache, prepared.state.get("site_dirs") or []))
         w = _Warm(id=cid, name=name, staging=staging, slot=slot, writable=prepared.task.writable_paths(self.writable))
         try:
             w.baseline = {(c["Path"], c["Kind"]) for c in (api.diff(cid) or [])}
@@ -396,6 +403,15 @@ class Containers:
             tf.close()
             if not api.put_archive(w.id, into, buf.getvalue()):
                 raise _Dirty("the engine refused the restored files")
+
+
+def guard_binds(cache: Path, site_dirs: list[str]) -> dict[str, str]:
+    """Host file -> container path: the guard's files (evaluator/trust/instrument.py) at each
+    site-packages folder the image holds, bound read-only (the root is read-only)."""
+    from evaluator.trust import instrument
+
+    layer = instrument.make_layer(cache / f"trust-{instrument.guard_hash()}", ["/files"]) / "files"
+    return {str(layer / name): f"{d.rstrip('/')}/{name}" for d in site_dirs for name in instrument.GUARD_FILES}
 
 
 def is_system_path(path: str) -> bool:

@@ -36,7 +36,7 @@ from docker.utils import kwargs_from_env
 
 from evaluator.backends import archive
 from evaluator.backends.base import GradeRequest, GradeRun, InfraError, Prepared, command_for
-from evaluator.backends.docker.container import Containers, _Dirty, _Warm
+from evaluator.backends.docker.container import TRUST_OUT, Containers, _Dirty, _Warm
 from evaluator.backends.docker.engine import _exec, _exit_code, _read_file, _short
 from evaluator.backends.docker.image import BACKEND_VERSION, Images
 from evaluator.backends.in_container import (
@@ -47,9 +47,13 @@ from evaluator.limits import TOO_MANY_PROCESSES, cgroup_count, kill_members
 from evaluator.parallel import Slot
 from evaluator.sandbox import BoundedSink
 from evaluator.task import DEV_ENGINES, Task, dev_engine_of
+from evaluator.trust import collect
 from evaluator.verdict import read_reward_file
 
 PODMAN_SOCKET = "/run/podman/podman.sock"
+# Every site-packages folder of the image (where the trust screen's guard goes), found once per image.
+SITE_DIRS = ("find / -xdev -maxdepth 7 -type d \\( -name site-packages -o -name dist-packages \\) "
+             "-not -path '/proc/*' -not -path '/sys/*' 2>/dev/null")
 
 
 class DockerBackend:
@@ -124,7 +128,9 @@ class DockerBackend:
         ref = self.containers.reference(api, key, tag)
         found = _exec(api, ref.id, 'for f in "$@"; do [ -f "$f" ] && echo "$f"; done', args=list(DEV_ENGINES))[1].split()
         dev_engine = dev_engine_of(set(found))
-        state = {"image": tag, "dev_engine": dev_engine, "backend": BACKEND_VERSION, "task": task.name}
+        sites = _exec(api, ref.id, SITE_DIRS)[1].split()
+        state = {"image": tag, "dev_engine": dev_engine, "backend": BACKEND_VERSION, "task": task.name,
+                 "site_dirs": sorted(set(sites))}
         return Prepared(task=task, key=key, seconds=0.0 if cached else round(time.monotonic() - start, 3),
                         cached=cached, warnings=warnings, state=state)
 
@@ -166,17 +172,26 @@ class DockerBackend:
             self.containers.discard(api, w)
             return GradeRun(None, rc, False, time.monotonic() - start, output, infra_error=msg)
 
+        events = None
         try:
             if request.grader == "hidden":
                 shutil.copytree(task.tests_dir, w.staging / "tests", symlinks=True, dirs_exist_ok=True)
             for name, host in request.reviewer_files.items():
                 shutil.copyfile(host, w.staging / "reviewer" / name)
+            if request.trust is not None:
+                (w.staging / "trust" / "config.json").write_text(json.dumps(request.trust))
+                for name, host in request.trust_files.items():
+                    shutil.copyfile(host, w.staging / "trust" / name)
+                # read here while the engine runs on this host; a remote engine's gradings keep the files only
+                events = collect.EventSocket(w.staging / "trust" / "events.sock")
             deletions = self._write_candidate(api, prepared, w, request.files)
             if deletions:
                 command = f"rm -f -- {' '.join(shlex.quote(p) for p in deletions)}; {command}"
             rc, output, timed_out, broke, bombed = self._run_grader(api, w, grader_script(command, w.keep), request)
             (request.out_dir / "grader_output.log").write_text(output)
             self._copy_logs(api, w, request.out_dir / "logs")
+            trust_events = self._trust_events(api, w, events, request) if events is not None else []
+            events = None
             reward = None
             for rel in results:
                 reward = self._reward(api, w, rel, request.out_dir / "logs")
@@ -186,7 +201,9 @@ class DockerBackend:
         except (APIError, DockerException, OSError) as e:
             return infra(f"the container engine failed while grading: {_short(e)}")
         finally:
-            for sub in ("tests", "reviewer"):
+            if events is not None:
+                events.close()
+            for sub in ("tests", "reviewer", "trust"):
                 _empty(w.staging / sub)
         if not running.get("Running"):
             # the container itself is gone (killed by the engine or the host): not the candidate's doing
@@ -232,7 +249,9 @@ class DockerBackend:
             reward = with_reasons(reward, reasons, memory_mb=env.memory_mb, strays=strays, pids=self.config.pids_limit)
         if not self.config.warm_containers:
             self.containers.discard(api, w)
-        return GradeRun(reward, rc, timed_out, time.monotonic() - start, output, grader_seconds=grader_seconds(output))
+        return GradeRun(reward, rc, timed_out, time.monotonic() - start, output, grader_seconds=grader_seconds(output),
+                        trust_events=trust_events,
+                        trust_socket=any(e.get("via") == "socket" for e in trust_events))
 
     def _write_candidate(self, api: docker.APIClient, prepared: Prepared, w: _Warm, files: dict[str, str | None]) -> list[str]:
         root = prepared.task.source_root
@@ -303,6 +322,16 @@ class DockerBackend:
         except NotFound:
             return
         archive.extract_regular(archive.as_file(stream), dest, limit=self.config.max_log_bytes, strip=1)
+
+    def _trust_events(self, api: docker.APIClient, w: _Warm, events: "collect.EventSocket",
+                      request: GradeRequest) -> list[dict[str, Any]]:
+        sent = events.close()
+        try:
+            stream, _ = api.get_archive(w.id, TRUST_OUT)
+            archive.extract_regular(archive.as_file(stream), request.out_dir / "trust", limit=64 << 20, strip=1)
+        except NotFound:
+            pass
+        return collect.merge(sent, collect.read_event_files(request.out_dir / "trust"))
 
     def _reward(self, api: docker.APIClient, w: _Warm, rel: str, logs: Path) -> dict[str, Any] | None:
         if rel.startswith("/logs/"):

@@ -62,6 +62,7 @@ fi
 rm -rf /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?* /dev/mqueue/* 2>/dev/null
 # the scratch tmpfs (not in the engine's list of changes): emptied; /run keeps what the engine put there
 rm -rf /tmp/* /tmp/.[!.]* /tmp/..?* /var/tmp/* /var/tmp/.[!.]* /var/tmp/..?* 2>/dev/null
+rm -rf /.pesflow-trust-out/* /.pesflow-trust-out/.[!.]* /.pesflow-trust-out/..?* 2>/dev/null
 if [ "$keep_run" != "/" ]; then
   for f in /run/* /run/.[!.]* /run/..?*; do
     [ -e "$f" ] || [ -L "$f" ] || continue
