@@ -3,9 +3,10 @@
 What it holds
 -------------
 Every graded candidate is a `Solution`, kept for the whole run (`all()`), failures included
-(`failures()`: not correct, evaluator.verdict's one rule). Only correct solutions with a positive, finite
-speedup (`fitness`) become *members* of an island, and only members are parents or
-inspirations. A correct solution without a usable speedup is stored but never a member:
+(`failures()`: not correct, evaluator.verdict's one rule, or not a result, evaluator.trust's one
+rule: a suspect or one awaiting review, unless a person accepted it). Only correct results with a
+positive, finite speedup (`fitness`) become *members* of an island, and only members are parents or
+inspirations. `review` applies a person's decision afterwards (a resumed run's journal). A correct solution without a usable speedup is stored but never a member:
 there is nothing to rank it by. A solution whose `duplicate_of` is set (same code as an
 earlier one, verdict reused) is stored but never a member, never in a cell, never in
 `best()`/`top()` and never returned by `by_hash()`: the code is already there once.
@@ -51,6 +52,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent.population.sampling import FEATURES, code_lines, diff_lines, feature_bin, select_parent
+from evaluator.trust.findings import Trust, is_result
 from evaluator.verdict import is_correct
 
 STATUSES = ("ok", "hard_fail", "scope_violation", "timeout", "grader_error", "infra_error", "no_code")
@@ -89,6 +91,7 @@ class Solution(BaseModel):
     lessons: str = ""
     duplicate_of: str | None = None
     features: dict[str, float] = Field(default_factory=dict)
+    trust: Trust = Field(default_factory=Trust)  # the screens' verdict on its grading, and a person's review
 
     @field_validator("id")
     @classmethod
@@ -124,10 +127,16 @@ class Solution(BaseModel):
         return is_correct(self.status, self.hard_fail_reasons)
 
     @property
+    def is_result(self) -> bool:
+        """May its figures count? evaluator/trust/findings.py's one rule."""
+        return is_result(self.trust)
+
+    @property
     def fitness(self) -> float | None:
         """The speedup over the baseline; where a dev engine gave none (its baseline scores 0), its
-        own figure, which orders candidates the same way (higher is better)."""
-        if not self.correct:
+        own figure, which orders candidates the same way (higher is better). None for a failure
+        and for a grading whose figures do not count (a suspect's speedup is an exploit's)."""
+        if not self.correct or not self.is_result:
             return None
         for v in (self.speedup, self.dev_figure):
             if v is not None and v > 0:
@@ -201,7 +210,7 @@ class Population:
         return list(self._sols.values())
 
     def failures(self) -> list[Solution]:
-        return [s for s in self._sols.values() if not s.correct]
+        return [s for s in self._sols.values() if not s.correct or not s.is_result]
 
     def by_hash(self, content_hash: str) -> Solution | None:
         sid = self._first_by_hash.get(content_hash)
@@ -281,6 +290,39 @@ class Population:
             raise PopulationError(f"island {island} has no correct member and there is no baseline; add the baseline (round 0) first")
         self._sample_counts[parent_id] = self._sample_counts.get(parent_id, 0) + 1
         return self._sols[parent_id], [self._sols[i] for i in self._inspirations(island, parent_id, rng)]
+
+    def review(self, content_hash: str, decision: dict[str, Any]) -> list[str]:
+        """A person's decision (pesflow review) on the code of that hash, on every solution of it;
+        an accepted one becomes a member where `add` would have put it, a rejected one leaves its
+        islands and cells (each cell then holds its best remaining member). Returns the ids."""
+        ids = [s.id for s in self._sols.values() if s.content_hash == content_hash]
+        for sid in ids:
+            sol = self._sols[sid]
+            sol.trust = sol.trust.model_copy(update={"review": dict(decision)})
+        first = self._first_by_hash.get(content_hash)
+        if first is None:
+            return ids
+        sol = self._sols[first]
+        islands = range(self.config.islands) if sol.round == 0 else [sol.island]
+        if sol.fitness is None:
+            self._leave(first)
+        else:
+            for island in islands:
+                if first not in self._members[island]:
+                    self._join(first, island)
+        return ids
+
+    def _leave(self, sid: str) -> None:
+        for island in range(self.config.islands):
+            if sid in self._members[island]:
+                self._members[island].remove(sid)
+            cells = self._cells[island]
+            for key in [k for k, v in cells.items() if v == sid]:
+                rest = [i for i in self._ordered(self._members[island]) if self.cell_of(self._sols[i]) == key]
+                if rest:
+                    cells[key] = min(rest, key=lambda i: (-self._sols[i].fitness, self._index[i]))  # type: ignore[operator]
+                else:
+                    del cells[key]
 
     def migrate(self, round: int) -> list[tuple[str, int, int]]:
         """At multiples of migration_interval the best migration_count members of each island

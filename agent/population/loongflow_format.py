@@ -20,10 +20,12 @@ solutions/<id>.json and best_solution.json (LoongFlow field <- pesflow):
   generation    <- depth in the parent chain (baseline 0)
   sample_cnt    <- how many times `sample` returned it as a parent
   sample_weight <- 0.0 (weights depend on the island and are recomputed at each sample)
-  score         <- fitness (speedup when correct), 0.0 otherwise (LoongFlow keeps
-                   score-0 solutions out of its population, as we keep failures out)
+  score         <- fitness (speedup when correct and a result), 0.0 otherwise (LoongFlow
+                   keeps score-0 solutions out of its population, as we keep failures and
+                   suspects out)
   evaluation    <- JSON text of {status, speedup, reward, hard_fail_reasons,
-                   tests: {passed, total}, duplicate_of} (LoongFlow's field is a string)
+                   tests: {passed, total}, duplicate_of, trust: {suspect, needs_review,
+                   reasons, review}} (LoongFlow's field is a string)
   summary       <- lessons
   metadata      <- {files, content_hash, features, cell, MAP_Elite_feature (JSON list of
                    bins, as LoongFlow stores it), correct, duplicate_of, evaluation (the
@@ -93,6 +95,7 @@ def loongflow_solution(pop: Population, s: Solution) -> dict[str, Any]:
         "hard_fail_reasons": list(s.hard_fail_reasons),
         "tests": {"passed": s.tests_passed, "total": s.tests_total},
         "duplicate_of": s.duplicate_of,
+        "trust": s.trust.model_dump(include={"suspect", "needs_review", "reasons", "review"}),
     }
     cell = pop.cell_of(s)
     return {
