@@ -5,11 +5,14 @@
 hash = sha256(prev + canonical JSON of the line without "hash"), so editing, removing or
 reordering any line breaks every hash after it, which `verify` (and `pesflow audit`) detects.
 Every line is flushed and fsynced before `append` returns: a crash loses at most the line
-being written, and a torn last line is recognised and ignored on reopening.
+being written, and a torn last line is recognised and ignored on reopening. Appends hold an
+flock on the file, and a writer that finds the file grown by another process (`pesflow review` on
+a run that is still going) chains onto its last line, so two writers never fork the chain.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -74,6 +77,7 @@ class Journal:
         self._seq = len(existing)
         self._prev = existing[-1]["hash"] if existing else GENESIS
         self._truncate_torn_tail(existing)
+        self._size = self.path.stat().st_size if self.path.is_file() else 0  # what this writer last saw
 
     def _truncate_torn_tail(self, existing: list[dict[str, Any]]) -> None:
         if not self.path.is_file():
@@ -88,7 +92,11 @@ class Journal:
 
     def append(self, kind: Event | str, **data: Any) -> dict[str, Any]:
         kind = Event(kind).value  # a kind the schema does not name is a bug here, not a new event
-        with self._lock:
+        with self._lock, open(self.path, "a", encoding="utf-8") as f:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)  # released when the file closes
+            if os.fstat(f.fileno()).st_size != self._size:  # another process appended since
+                existing = read(self.path)
+                self._seq, self._prev = len(existing), existing[-1]["hash"] if existing else GENESIS
             entry = {
                 "seq": self._seq,
                 "ts": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
@@ -97,10 +105,10 @@ class Journal:
                 "prev": self._prev,
             }
             entry["hash"] = line_hash(entry)
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(json.dumps(entry, ensure_ascii=False) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
+            f.write(json.dumps(entry, ensure_ascii=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+            self._size = os.fstat(f.fileno()).st_size
             self._seq += 1
             self._prev = entry["hash"]
             return entry

@@ -9,6 +9,9 @@ totals counted from the journal. One definition, read by every writer and reader
       checkpoints/round-<k>/   LoongFlow's layout (best_solution.json, metadata.json, solutions/)
                                + pesflow_state.json (population, RNG, memory, totals)
       final/            the pick as a patch and files, its verdicts, report.md
+run.json's `suspects` (`flagged`): every grading the trust screens flagged (suspect or needs_review)
+or a person reviewed, with its candidate id, code hash, grader, reasons, review, whether it counts,
+and the speedup its grader claimed (for the person deciding; never a prompt's or a table's).
 A baselines cell is a run directory too; its run.json's `cell` says which task, method and seed
 (`baseline`, the key it had before, is read as well).
 """
@@ -22,6 +25,8 @@ from enum import Enum
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from evaluator.trust.findings import is_result
 
 VERSION = "0.1.0"
 STATE_FILE = "pesflow_state.json"  # in each checkpoint: what a resume restores
@@ -45,6 +50,7 @@ class Event(str, Enum):
     final = "final"
     run_end = "run_end"
     warning = "warning"
+    review = "review"  # a person's decision on a candidate's grading (pesflow review)
 
 
 NEVER_SENT = ("leak", "not_recorded", "budget")  # llm_call error kinds of calls that never left pesflow
@@ -86,6 +92,42 @@ def journal_totals(events: list[dict[str, Any]]) -> dict[str, Any]:
     t["llm_seconds"] = round(t["llm_seconds"], 3)
     t["grading_seconds"] = round(t["grading_seconds"], 3)
     return t
+
+
+def reviews_of(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Code hash -> a person's last decision on that code (`pesflow review`), as `Trust.review` holds it."""
+    out: dict[str, dict[str, Any]] = {}
+    for e in events:
+        if e["kind"] == Event.review:
+            d = e["data"]
+            out[d["content_hash"]] = {"decision": d["decision"], "why": d["why"], "at": e["ts"],
+                                      "candidate_id": d["candidate_id"]}
+    return out
+
+
+def flagged(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """run.json's `suspects`: each grading (verdict event, not one served again) whose trust is
+    suspect or needs_review, or whose code a person reviewed, in journal order, the review applied."""
+    ids: dict[str, str] = {}
+    for e in events:
+        if e["kind"] == Event.candidate and e["data"].get("content_hash"):
+            ids.setdefault(e["data"]["content_hash"], e["data"]["id"])
+    reviews = reviews_of(events)
+    out = []
+    for e in events:
+        d = e["data"]
+        if e["kind"] != Event.verdict or d.get("reused"):
+            continue
+        h, t = d["content_hash"], dict((d.get("verdict") or {}).get("trust") or {})
+        if not (t.get("suspect") or t.get("needs_review") or h in reviews):
+            continue
+        if h in reviews:
+            t["review"] = reviews[h]
+        out.append({"candidate_id": d.get("candidate_id") or ids.get(h), "content_hash": h, "label": d.get("label") or "search",
+                    "grader": d["grader"], "suspect": bool(t.get("suspect")), "needs_review": bool(t.get("needs_review")),
+                    "reasons": list(t.get("reasons") or []), "review": t.get("review"), "counts": is_result(t),
+                    "claimed_speedup": (d.get("verdict") or {}).get("speedup")})  # the grader's, for a reviewer
+    return out
 
 
 def _version(dist: str) -> str:
