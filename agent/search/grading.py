@@ -1,6 +1,7 @@
 """Grading in a search: each distinct candidate graded once, its verdict journaled; a verdict the
 journal already holds (a resumed or replayed run) served again instead of grading twice; with
-replay --regrade, graded again and compared."""
+replay --regrade, graded again and compared. A person's decision on the code (pesflow review,
+`reviews`) rides on every verdict handed back; the journal keeps the screens' own."""
 
 from __future__ import annotations
 
@@ -55,7 +56,9 @@ def compare_verdicts(h: str, label: str, grader: str, recorded: Verdict, new: Ve
         speed_agrees = abs(math.log(new.speedup / recorded.speedup)) <= math.log1p(noise)
     return {"content_hash": h, "label": label, "grader": grader, "recorded_status": recorded.status.value,
             "new_status": new.status.value, "recorded_speedup": recorded.speedup, "new_speedup": new.speedup,
-            "correctness_agrees": same_correctness, "speed_agrees": speed_agrees, "noise": round(noise, 4)}
+            "correctness_agrees": same_correctness, "speed_agrees": speed_agrees, "noise": round(noise, 4),
+            # the screens must say the same of the same code: a suspect only now (or no longer) is news
+            "trust_agrees": (recorded.trust.suspect, recorded.trust.needs_review) == (new.trust.suspect, new.trust.needs_review)}
 
 
 class Grading:
@@ -66,6 +69,12 @@ class Grading:
         self.baseline_files: dict[str, str] = {}
         self.recorded = RecordedVerdicts([])
         self.regrade: list[dict[str, Any]] | None = None  # set by replay --regrade
+        self.reviews: dict[str, dict[str, Any]] = {}  # code hash -> a person's decision (set by a resume)
+
+    def _reviewed(self, h: str, v: Verdict) -> Verdict:
+        if h in self.reviews:
+            v.trust = v.trust.model_copy(update={"review": dict(self.reviews[h])})
+        return v
 
     def _evaluate(self, files: dict[str, str], grader: str, out: Path) -> Verdict:
         changed = {p: t for p, t in files.items() if t != self.baseline_files.get(p)}
@@ -83,7 +92,7 @@ class Grading:
             if self.regrade is not None:
                 new = self._evaluate(files, grader, self.store.evaluation_dir(h, f"regrade-{label or 'search'}"))
                 self.regrade.append(compare_verdicts(h, label, grader, v, new))
-            return v
+            return self._reviewed(h, v)
         out = self.store.evaluation_dir(h, label)
         faults.pause("grading", round_, self.store.root)
         v = self._evaluate(files, grader, out)
@@ -91,4 +100,4 @@ class Grading:
             v = self._evaluate(files, grader, out / "retry")
         self.store.journal.append(Event.verdict, content_hash=h, label=label, grader=grader,
                                   verdict=v.model_dump(mode="json", exclude={"raw"}), grading_seconds=v.seconds)
-        return v
+        return self._reviewed(h, v)

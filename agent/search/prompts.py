@@ -3,7 +3,9 @@
 Only solver-visible material enters a prompt: the task's instruction.md, scope files, and
 verdicts reduced to status, speedup, test counts and gate names. Never the reward (with the
 speedup it would give the anchor away), never the anchor, never a line of tests/. The
-leak guard (agent/leak_guard.py) screens every prompt before it is sent.
+leak guard (agent/leak_guard.py) screens every prompt before it is sent. A grading whose
+figures do not count (a suspect, one awaiting review, one a person rejected) is shown by why,
+in the trust families' plain words, never by its figures: an exploit's speedup is not a speedup.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 from string import Template
 
 from agent.population.database import Solution
+from evaluator.trust.findings import FAMILIES, REVIEW, Trust
 
 PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
 _LANG = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".cc": "cpp", ".h": "cpp", ".c": "c"}
@@ -35,8 +38,35 @@ def code_block(files: dict[str, str]) -> str:
     return "\n\n".join(parts)
 
 
+def trust_words(trust: Trust, evidence_chars: int = 160) -> str:
+    """Why a grading does not count, in plain words: each reason's family as FAMILIES says it, with
+    its evidence (where and what). The review family's evidence holds the claimed figures (and the
+    reference's): only its meaning is given; an unknown family is named alone, for the same care."""
+    said = []
+    for reason in trust.reasons:
+        family, _, evidence = reason.partition(":")
+        family, evidence = family.strip(), evidence.strip()
+        if family in FAMILIES:
+            said.append(f"it {FAMILIES[family]} ({family}" + (f": {evidence[:evidence_chars]})" if evidence else ")"))
+        elif family == REVIEW:
+            said.append(f"its speedup is far past what the reference reaches, awaiting a person's review ({REVIEW})")
+        else:
+            said.append(f"the screens flagged it ({family})")
+    if trust.review and trust.review.get("decision") == "reject":
+        said.append(f"a person rejected it: {str(trust.review.get('why') or '')[:evidence_chars]}")
+    if not said:
+        said.append("awaiting a person's review" if trust.needs_review else "the screens flagged its grading")
+    return "; ".join(dict.fromkeys(said))
+
+
+def untrusted_note(sol: Solution) -> str:
+    """The lesson's opening for a child whose grading does not count, so the model stops trying it."""
+    what = "is awaiting review" if sol.trust.needs_review and not sol.trust.suspect else "scores nothing"
+    return f"NOT COUNTED, {what}: {trust_words(sol.trust)}. Do not repeat this; it is detected every time."
+
+
 def verdict_text(sol: Solution) -> str:
-    """What the model may know of a verdict: no reward, no anchor."""
+    """What the model may know of a verdict: no reward, no anchor, no figure of a grading that does not count."""
     tests = f"{sol.tests_passed}/{sol.tests_total} correctness cases passed" if sol.tests_total else ""
     if sol.status == "no_code":
         return "no usable code: " + (sol.lessons or "the answer had no applicable edit")
@@ -46,6 +76,9 @@ def verdict_text(sol: Solution) -> str:
 
 
 def verdict_text_core(sol: Solution, tests: str) -> str:
+    if not sol.is_result:
+        failed = f"FAILED ({sol.status}): {', '.join(sol.hard_fail_reasons[:6]) or sol.status}; " if not sol.correct else ""
+        return "; ".join(x for x in (f"{failed}NOT COUNTED: {trust_words(sol.trust)}", tests) if x)
     if sol.correct:
         if sol.speedup is not None:
             sp = f"speedup {sol.speedup:.3f}x over the baseline"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from agent.llm.gateway import Gateway
 from agent.population.database import Solution
 from agent.search.edits import EDIT_FORMAT_HELP, extract_and_apply, format_failures
-from agent.search.prompts import code_block, render, variant, verdict_text
+from agent.search.prompts import code_block, render, untrusted_note, variant, verdict_text
 from evaluator.candidate import Candidate
 
 SYSTEM = "You are part of pesflow, an evolutionary search for faster, exactly correct kernels and systems code."
@@ -158,8 +158,13 @@ def _json_object(text: str) -> dict | None:
     return None
 
 
+def untrusted(c: Solution) -> bool:
+    """A graded child whose figures do not count (evaluator.trust's one rule, through Solution)."""
+    return c.status != "no_code" and not c.is_result
+
+
 def default_lesson(c: Solution) -> str:
-    return f"{verdict_text(c)}."
+    return untrusted_note(c) if untrusted(c) else f"{verdict_text(c)}."
 
 
 def summarize(gw: Gateway, ctx: Context, round_: int, parent: Solution, plan_text: str, children: list[Solution],
@@ -170,6 +175,7 @@ def summarize(gw: Gateway, ctx: Context, round_: int, parent: Solution, plan_tex
     prompt = out.sent
     data = _json_object(out.text) if out.text else None
     lessons = {c.id: default_lesson(c) for c in children}
+    by_id = {c.id: c for c in children}
     memory = list(ctx.memory)
     ok = False
     if data is not None:
@@ -177,6 +183,8 @@ def summarize(gw: Gateway, ctx: Context, round_: int, parent: Solution, plan_tex
         for cid, text in got.items():
             if cid in lessons and isinstance(text, str) and text.strip():
                 lessons[cid] = text.strip()[: ctx.lesson_chars]
+                if untrusted(by_id[cid]):  # the model's own words may not name the exploit: ours always do
+                    lessons[cid] = f"{untrusted_note(by_id[cid])} {lessons[cid]}"
         mem = data.get("memory")
         if isinstance(mem, list):
             memory = [str(m).strip()[: ctx.lesson_chars] for m in mem if str(m).strip()]

@@ -22,7 +22,7 @@ from agent.config import LoopConfig
 from agent.llm.gateway import CAP_RAISED_LATER, BudgetExhausted, Gateway
 from agent.population.database import PopulationConfig, Solution
 from agent.population.loongflow_format import loongflow_files
-from agent.rundir.schema import Event, journal_totals
+from agent.rundir.schema import Event, flagged, journal_totals, reviews_of
 from agent.rundir.store import RunStore
 from agent.search import faults, roles
 from agent.search.grading import Grading
@@ -43,7 +43,7 @@ def solution_from(v: Verdict, **fields: Any) -> Solution:
     dev = v.dev if v.dev is not None and v.speedup is None else None
     return Solution(status=v.status.value, speedup=v.speedup, reward=v.reward, hard_fail_reasons=list(v.hard_fail_reasons),
                     dev_figure=dev.value if dev else None, dev_kind=dev.kind if dev else None,
-                    tests_passed=v.tests.passed, tests_total=v.tests.total, **fields)
+                    tests_passed=v.tests.passed, tests_total=v.tests.total, trust=v.trust.model_copy(deep=True), **fields)
 
 
 class Search:
@@ -106,10 +106,18 @@ class Search:
         self.journal(Event.checkpoint, round=k, path=str(d.relative_to(self.store.root)))
 
     def restore(self, state: dict[str, Any]) -> None:
-        """The search as checkpointed at the end of a round (pesflow_state.json)."""
+        """The search as checkpointed at the end of a round (pesflow_state.json), with every decision
+        a person journaled since (pesflow review) applied to its population and to later verdicts."""
         self.state.restore(state)
         self.grading.baseline_files = dict(self.population.get("baseline").files)
         self.ctx.memory = self.state.memory
+        self.grading.reviews = reviews_of(self.store.journal.events())
+        for h, decision in self.grading.reviews.items():
+            self.population.review(h, decision)
+
+    def suspects(self) -> list[dict[str, Any]]:
+        """run.json's `suspects` (agent/rundir/schema.py flagged), from the journal."""
+        return flagged(self.store.journal.events())
 
     def select(self, k: int) -> Selection:
         """Round k's parent, inspirations, failures and memory: the RNG's only use, always in round order."""
@@ -148,11 +156,14 @@ class Search:
                                   content_hash=files_hash(self.baseline_files), lessons="The unchanged baseline.")
         self.state.start(self.population_config, self.baseline_files).add(base)
         self.journal(Event.candidate, id="baseline", round=0, parent_id=None, content_hash=base.content_hash, status=base.status)
-        self.state.best_by_round.append({"round": 0, "best_id": "baseline", "speedup": base.speedup})
+        best0 = self.population.best()  # None when the baseline's own grading does not count
+        self.state.best_by_round.append({"round": 0, "best_id": best0.id if best0 else None,
+                                         "speedup": best0.speedup if best0 else None})
         if self.gw is not None:
             self.select_ahead(0)
         self.checkpoint(0)
-        self.progress.round_done(0, proposed=0, graded=1, failed=0 if base.correct else 1, best=base, totals=self.totals())
+        self.progress.round_done(0, proposed=0, graded=1, failed=0 if base.correct and base.is_result else 1,
+                                 best=self.population.best(), totals=self.totals())
         if self.gw is None:
             return {"stop": "no_llm"}
         return {"round": 1}
@@ -276,8 +287,9 @@ class Search:
         kids = self.children
         u = self.utilization()
         self.progress.round_done(k, proposed=len(kids), graded=sum(1 for s in kids if s.status != "no_code" and not s.duplicate_of),
-                                 failed=sum(1 for s in kids if not s.correct), best=best, totals=self.totals(), note=one_line(u))
-        self.store.update_run(totals=self.totals(), rounds_done=k, utilization=u)
+                                 failed=sum(1 for s in kids if not s.correct or not s.is_result), best=best, totals=self.totals(),
+                                 note=one_line(u))
+        self.store.update_run(totals=self.totals(), rounds_done=k, utilization=u, suspects=self.suspects())
         self.children = []
         return {"stop": stop} if stop else {"round": k + 1, "stop": ""}  # the graph's state keeps a key until reset
 
@@ -291,44 +303,65 @@ class Search:
             self.pool.close()
 
     def finalize(self, state: RoundState) -> RoundState:
-        """Re-grade the best few, pick one, score it once with the hidden grader, write final/."""
+        """Re-grade the best few, pick one, score it once with the hidden grader, write final/. A
+        grading whose figures do not count (evaluator.trust's is_result) never makes a pick: a
+        re-grade that comes back suspect drops the candidate, and so does a suspect hidden score,
+        for the next honest one."""
         assert self.population is not None
         stop = state.get("stop", "rounds_done")
+        k = state.get("round", 0)
         self.stop_work()
-        self.progress.phase(state.get("round", 0), "final pick")
+        self.progress.phase(k, "final pick")
         top = [s for s in self.population.top(self.loop.final_regrade_top) if s.correct]
-        pick, pick_verdict, pick_mean, remeasured = None, None, 0.0, []
+        ranked, remeasured, dropped = [], [], []
         for s in top:
-            v = self.grade(s.files, label="final-regrade", round_=state.get("round", 0))
-            correct = v.correct
+            v = self.grade(s.files, label="final-regrade", round_=k)
             again = v.speedup if v.speedup is not None else (v.dev.value if v.dev and s.speedup is None else None)
-            mean = (s.fitness + again) / 2 if correct and again and s.fitness else None
-            remeasured.append({"id": s.id, "recorded": s.speedup, "regraded": v.speedup, "correct": correct, "mean": mean})
-            if mean is not None and (pick is None or mean > pick_mean):
-                pick, pick_verdict, pick_mean = s, v, mean
+            mean = (s.fitness + again) / 2 if v.correct and v.is_result and again and s.fitness else None
+            remeasured.append({"id": s.id, "recorded": s.speedup, "regraded": v.speedup, "correct": v.correct, "mean": mean,
+                               "counts": v.is_result, "trust_reasons": list(v.trust.reasons)})
+            if not v.is_result:
+                dropped.append({"id": s.id, "grader": v.grader, "label": "final-regrade", "reasons": list(v.trust.reasons)})
+            elif mean is not None:
+                ranked.append((mean, s, v))
+        ranked.sort(key=lambda r: -r[0])  # stable: the earlier (better recorded) one wins a tie
         best: dict[str, Any] = {"id": None, "speedup": None, "reward": None, "grader": None}
-        if pick is not None:
-            self.store.write("final/candidate.patch", Candidate(files=pick.files).diff(self.baseline_files))
-            for rel, text in pick.files.items():
+        pick = None
+        for _, s, pick_verdict in ranked:
+            best = {"id": s.id, "content_hash": s.content_hash, "speedup": pick_verdict.speedup, "reward": pick_verdict.reward,
+                    "grader": self.grader, "trust": pick_verdict.trust.model_dump(mode="json")}
+            hv = None
+            if self.grader == "dev" and self.loop.score_final_with_hidden:
+                hv = self.grade(s.files, label="final-hidden", grader="hidden")
+                if not hv.is_result:
+                    dropped.append({"id": s.id, "grader": "hidden", "label": "final-hidden", "reasons": list(hv.trust.reasons)})
+                    continue
+                best = {"id": s.id, "content_hash": s.content_hash, "speedup": hv.speedup, "reward": hv.reward, "grader": "hidden",
+                        "status": hv.status.value, "hard_fail_reasons": hv.hard_fail_reasons,
+                        "dev_speedup": pick_verdict.speedup, "trust": hv.trust.model_dump(mode="json")}
+            pick = s
+            self.store.write("final/candidate.patch", Candidate(files=s.files).diff(self.baseline_files))
+            for rel, text in s.files.items():
                 self.store.write(f"final/files/{rel}", text)
             self.store.write_json("final/verdict.json", pick_verdict.model_dump(mode="json", exclude={"raw"}))
-            best = {"id": pick.id, "speedup": pick_verdict.speedup, "reward": pick_verdict.reward, "grader": self.grader}
-            if self.grader == "dev" and self.loop.score_final_with_hidden:
-                hv = self.grade(pick.files, label="final-hidden", grader="hidden")
+            if hv is not None:
                 self.store.write_json("final/hidden_verdict.json", hv.model_dump(mode="json", exclude={"raw"}))
-                best = {"id": pick.id, "speedup": hv.speedup, "reward": hv.reward, "grader": "hidden",
-                        "status": hv.status.value, "hard_fail_reasons": hv.hard_fail_reasons,
-                        "dev_speedup": pick_verdict.speedup}
-            self.store.write("final/report.md", self._report(pick, remeasured, best, stop))
+            self.store.write("final/report.md", self._report(s, remeasured, best, stop, dropped))
+            break
+        if pick is None:
+            best = {"id": None, "speedup": None, "reward": None, "grader": None}
+        if dropped:
+            best["dropped"] = dropped
         self.journal(Event.final, stop=stop, remeasured=remeasured, best=best)
         status = {"rounds_done": "finished", "budget_exhausted": "budget_exhausted", "no_llm": "no_llm"}.get(stop, stop)
         self.store.update_run(finished=datetime.now(timezone.utc).isoformat(timespec="seconds"), totals=self.totals(),
-                              best_by_round=self.state.best_by_round, final_regrade=remeasured, status=status, best=best,
-                              utilization=self.utilization())
+                              best_by_round=self.state.best_by_round, final_regrade=remeasured, suspects=self.suspects(),
+                              status=status, best=best, utilization=self.utilization())
         self.journal(Event.run_end, status=status)
         return {"stop": stop}
 
-    def _report(self, pick: Solution, remeasured: list[dict[str, Any]], best: dict[str, Any], stop: str) -> str:
+    def _report(self, pick: Solution, remeasured: list[dict[str, Any]], best: dict[str, Any], stop: str,
+                dropped: list[dict[str, Any]]) -> str:
         t = self.totals()
         lines = [f"# {self.task.name}: final pick {pick.id}", "",
                  f"- search grader: {self.grader}; stopped: {stop}",
@@ -336,7 +369,12 @@ class Search:
                  f"- best: {json.dumps(best)}",
                  f"- LLM calls {t.get('llm_calls', 0)}, tokens {t.get('input_tokens', 0)} in / {t.get('output_tokens', 0)} out, "
                  f"USD {t.get('usd', 0)}", f"- gradings: {json.dumps(t['scorings'])}", "", "## Final re-grade", ""]
-        lines += [f"- {r['id']}: recorded {r['recorded']}, re-graded {r['regraded']}, correct {r['correct']}" for r in remeasured]
+        lines += [f"- {r['id']}: recorded {r['recorded']}, re-graded {r['regraded']}, correct {r['correct']}"
+                  + ("" if r["counts"] else f", NOT counted ({'; '.join(r['trust_reasons'])})") for r in remeasured]
+        if dropped:
+            lines += ["", "## Dropped from the pick (their gradings do not count)", ""]
+            lines += [f"- {d['id']} ({d['label']}, {d['grader']} grader): {'; '.join(d['reasons']) or 'rejected by review'}"
+                      for d in dropped]
         lines += ["", "## Best by round", ""] + [f"- round {b['round']}: {b['best_id']} {b['speedup']}" for b in self.state.best_by_round]
         lines += ["", "## Lessons on the pick", "", pick.lessons or "(none)"]
         return "\n".join(lines) + "\n"
