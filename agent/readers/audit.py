@@ -2,8 +2,9 @@
 
 For a pesflow run directory: the journal's hash chain is intact; every candidate's code
 matches its hash; every verdict has its grader logs; checkpoints agree with the journal;
-final/ matches the best candidate; every candidate stayed in scope; no API key or other
-secret appears in any file; nothing of the task's tests/ (nor its anchor) appears in any
+final/ matches the best candidate, and its final grading counts (not a suspect nobody accepted);
+every review event names a graded candidate, decides, and says why; every candidate stayed in
+scope; no API key or other secret appears in any file; nothing of the task's tests/ (nor its anchor) appears in any
 prompt. LoongFlow traces are handed to agent/loongflow.py.
 """
 
@@ -20,7 +21,8 @@ from agent.llm.leak_guard import LeakGuard
 from agent.search.steps import files_hash
 from agent.readers.loongflow.audit import audit_loongflow
 from agent.readers.loongflow.trace import is_loongflow_trace
-from agent.rundir.schema import STATE_FILE
+from agent.rundir.review import check_reviews
+from agent.rundir.schema import STATE_FILE, flagged
 from agent.rundir.secrets import find_secrets
 from agent.rundir.store import checkpoints_of
 from evaluator.candidate import apply_diff
@@ -117,6 +119,22 @@ def audit_run(run_dir: Path) -> AuditReport:
                 except Exception as e:  # noqa: BLE001 - any failure to apply is the finding
                     v(f"final/candidate.patch does not apply to the baseline: {e}")
             f(f"final: {best['id']} matches final/")
+        final_labels = ("final-hidden", "final-regrade")
+        for g in flagged(events):
+            if g["candidate_id"] == best["id"] and g["label"] in final_labels and not g["counts"]:
+                if g["review"] is None:
+                    v(f"final: the pick {best['id']}'s {g['label']} grading does not count ({'; '.join(g['reasons'])}), "
+                      "yet it was picked")
+                else:
+                    f(f"final: a person {g['review']['decision']}ed the pick {best['id']} afterwards: {g['review']['why']}")
+
+    # 4b. a person's decisions
+    problems, n_reviews = check_reviews(events)
+    for problem in problems:
+        v(f"journal: {problem}")
+    if n_reviews and not problems:
+        f(f"reviews: {n_reviews} decision(s), each naming a graded candidate, with its why")
+    rep.stats["reviews"] = n_reviews
 
     # 5. secrets anywhere
     for p in sorted(run_dir.rglob("*")):

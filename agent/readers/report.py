@@ -2,7 +2,8 @@
 
 The evolution tree (parent -> child; colour = what happened to the candidate, outline = its
 island), the best speedup by round, each candidate's diff against its parent, its verdict,
-plan and lessons, the run's memory, and what the LLM roles cost. Everything is inline: the
+plan and lessons, the run's memory, what the LLM roles cost, and every grading the trust
+screens flagged (suspect, awaiting review) with its reasons and a person's decision. Everything is inline: the
 data as JSON, the tree and the chart as SVG drawn here, the CSS and JS from
 agent/readers/report_assets/. The page makes no request of any kind.
 The run directory is read by agent/readers/run_view.py.
@@ -19,10 +20,13 @@ from typing import Any
 
 from agent.readers.run_view import KINDS, as_number, correct, load_run
 from agent.rundir.store import atomic_write
+from evaluator.trust.findings import FAMILIES, REVIEW
 from evaluator.verdict import SPEED_ONLY_GATES
 
 ASSETS = Path(__file__).resolve().parent / "report_assets"
-KIND_LABEL = {"improved": "correct, faster than the baseline", "slow": "correct, not faster", "hard_fail": "hard fail",
+KIND_LABEL = {"improved": "correct, faster than the baseline", "slow": "correct, not faster",
+              "suspect": "suspect: an exploit's score, not counted", "needs_review": "awaiting review, not counted",
+              "rejected": "rejected by a person, not counted", "hard_fail": "hard fail",
               "timeout": "timeout", "scope_violation": "scope violation", "grader_error": "grader error",
               "infra_error": "infrastructure error", "no_code": "no usable code", "unknown": "not graded / unknown"}
 ISLAND_COLOURS = ["#3b6fd8", "#d8733b", "#8b46c8", "#1f9e89", "#c8467a", "#6c7a1f", "#4a4a4a", "#b8860b"]
@@ -67,7 +71,8 @@ def _short(c: dict[str, Any]) -> str:
     if c["kind"] in ("improved", "slow"):
         return speedup_text(c.get("speedup"))
     return {"hard_fail": "fail", "timeout": "time", "scope_violation": "scope", "grader_error": "grader",
-            "infra_error": "infra", "no_code": "none"}.get(c["kind"], "?")
+            "infra_error": "infra", "no_code": "none", "suspect": "suspect", "needs_review": "review?",
+            "rejected": "rejected"}.get(c["kind"], "?")
 
 
 def tree_svg(cands: list[dict[str, Any]]) -> str:
@@ -97,10 +102,12 @@ def tree_svg(cands: list[dict[str, Any]]) -> str:
         cls = f'node k-{c["kind"]}' + (" best" if c["best"] else "") + (" dup" if c.get("duplicate_of") else "")
         island = ISLAND_COLOURS[c["island"] % len(ISLAND_COLOURS)]
         tip = f'{c["id"]} · round {c["round"]} · island {c["island"]} · {KIND_LABEL[c["kind"]]}'
-        if c.get("speedup") is not None:
+        if c.get("speedup") is not None and c.get("counts", True):
             tip += f' · speedup {c["speedup"]:g}'
         if c["reasons"]:
             tip += " · " + ", ".join(c["reasons"])
+        if (c.get("trust") or {}).get("reasons"):
+            tip += " · " + "; ".join(c["trust"]["reasons"])
         parts.append(f'<g class="{cls}" data-id="{html.escape(c["id"])}" tabindex="0" role="button" '
                      f'transform="translate({x:.1f},{y})"><title>{html.escape(tip)}</title>'
                      + (f'<circle class="best-ring" r="{r + 5}"/>' if c["best"] else "")
@@ -191,7 +198,7 @@ def _cards(d: dict[str, Any]) -> str:
     cards = [("status", d["status"]), ("best", f'{best.get("id") or d["best_id"] or "-"}'),
              ("best speedup", speedup_text(as_number(best.get("speedup")))),
              ("reward", _fmt(as_number(best.get("reward")))), ("scored by", best.get("grader") or d.get("grader") or "-"),
-             ("candidates", f"{n} ({failed} failed)"), ("rounds", str(max([c["round"] for c in d["candidates"]] + [0]))),
+             ("candidates", f"{n} ({failed} failed)"), ("flagged", str(len(d.get("suspects") or []))), ("rounds", str(max([c["round"] for c in d["candidates"]] + [0]))),
              ("gradings", f'{sc.get("dev", "-")} dev · {sc.get("hidden", "-")} hidden / budget {sc.get("task_budget", "-")}'),
              ("LLM calls", str(t.get("llm_calls", d["costs"]["total"]["calls"]))), ("tokens", f"{tokens:,}"),
              ("USD", f'{float(t.get("usd") or 0):.4f}'), ("wall", f'{_fmt(as_number(t.get("elapsed_seconds")))} s')]
@@ -248,10 +255,41 @@ def _costs_table(costs: dict[str, Any]) -> str:
 def _candidates_table(cands: list[dict[str, Any]]) -> str:
     rows = "".join(f'<tr data-id="{html.escape(c["id"])}" class="k-{c["kind"]}"><td><span class="sw k-{c["kind"]}"></span>'
                    f'{html.escape(c["id"])}</td><td>{c["round"]}</td><td>{c["island"]}</td><td>{html.escape(c["parent"] or "-")}</td>'
-                   f'<td>{html.escape(KIND_LABEL[c["kind"]])}</td><td>{speedup_text(c.get("speedup") if correct(c) else None)}</td><td>{_fmt(c.get("reward"))}</td>'
-                   f'<td>{html.escape(", ".join(c["reasons"]) or "-")}</td></tr>' for c in cands)
+                   f'<td>{html.escape(KIND_LABEL[c["kind"]])}</td><td>{speedup_text(c.get("speedup") if correct(c) and c.get("counts", True) else None)}</td>'
+                   f'<td>{_fmt(c.get("reward") if c.get("counts", True) else None)}</td>'
+                   f'<td>{html.escape(", ".join([*c["reasons"], *((c.get("trust") or {}).get("reasons") or [])]) or "-")}</td></tr>' for c in cands)
     return ('<table id="cand-table" class="cands"><thead><tr><th>candidate</th><th>round</th><th>island</th><th>parent</th>'
             f'<th>outcome</th><th>speedup</th><th>reward</th><th>hard fails</th></tr></thead><tbody>{rows}</tbody></table>')
+
+
+def _reason_html(reason: str) -> str:
+    family, _, evidence = reason.partition(":")
+    meaning = FAMILIES.get(family.strip()) or ("a speedup far past the reference's, every probe passed" if family.strip() == REVIEW else "")
+    return (f'<b>{html.escape(family.strip())}</b>' + (f' <small>({html.escape(meaning)})</small>' if meaning else "")
+            + (f': {html.escape(evidence.strip())}' if evidence.strip() else ""))
+
+
+def _suspects_table(d: dict[str, Any]) -> str:
+    """Every flagged grading: what the screens said, a person's decision, and how to give one."""
+    rows = d.get("suspects") or []
+    if not rows:
+        return '<p class="empty">No grading was flagged: every figure on this page counts.</p>'
+    body = []
+    for g in rows:
+        what = "suspect" if g.get("suspect") else "needs review" if g.get("needs_review") else "reviewed"
+        rv = g.get("review") or {}
+        decision = f'{rv.get("decision")}ed: {html.escape(str(rv.get("why") or ""))}' if rv else "none yet"
+        reasons = "<br>".join(_reason_html(r) for r in g.get("reasons") or []) or "-"
+        cid = g.get("candidate_id") or "-"
+        body.append(f'<tr data-id="{html.escape(cid)}" class="{"counts" if g.get("counts") else "not-counted"}"><td>{html.escape(cid)}</td>'
+                    f'<td><code>{html.escape(str(g.get("content_hash") or "")[:12])}</code></td>'
+                    f'<td>{html.escape(str(g.get("grader")))} · {html.escape(str(g.get("label")))}</td><td>{what}</td>'
+                    f'<td>{reasons}</td><td>{speedup_text(as_number(g.get("claimed_speedup")))}</td><td>{decision}</td>'
+                    f'<td>{"yes" if g.get("counts") else "no"}</td></tr>')
+    how = html.escape(f'pesflow review {d["run_dir"]} ID --accept|--reject --why TEXT')
+    return ('<table id="suspects-table" class="cands"><thead><tr><th>candidate</th><th>code</th><th>grader · grading</th>'
+            '<th>flag</th><th>reasons</th><th>claimed speedup</th><th>review</th><th>counts</th></tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table><p class="hint">A person decides with <code>{how}</code>.</p>')
 
 
 def _asset(name: str) -> str:
@@ -296,6 +334,7 @@ def render(d: dict[str, Any]) -> str:
 <div class="panel"><h2>Costs by role</h2>{_costs_table(d["costs"])}</div>
 </section>
 <section class="panel"><h2>The run's memory (lessons carried between rounds)</h2><ul class="memory">{memory}</ul></section>
+<section class="panel" id="suspects"><h2>Flagged gradings (suspects and those awaiting review: never fitness, parent, best or pick)</h2>{_suspects_table(d)}</section>
 <section class="panel"><h2>All candidates</h2>{_candidates_table(d["candidates"])}</section>
 </main>
 <footer>Written by pesflow on {datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")} from {html.escape(d["run_dir"])} (candidates from {html.escape(d["source"])}). {missing}</footer>

@@ -7,6 +7,10 @@ was missing is listed. Sources, best first:
 - diffs: rounds/*/executor/<id>/candidate.diff; else computed from the parent's files.
 - verdicts: rounds/*/executor/<id>/verdict.json, evaluations/<hash>/**/verdict.json.
 - costs: the journal's llm_call events; else run.json totals.
+- trust: each candidate's as its grading carried it, with every person's decision the journal
+  holds applied (a review after the last checkpoint included); `suspects` is the journal's
+  flagged gradings (agent/rundir/schema.py), else run.json's. A candidate whose figures do not
+  count (evaluator.trust's is_result) is never "improved", never the best.
 """
 
 from __future__ import annotations
@@ -18,12 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from agent.rundir import journal
-from agent.rundir.schema import STATE_FILE, cell_of
+from agent.rundir.schema import STATE_FILE, cell_of, flagged, reviews_of
 from agent.rundir.store import checkpoints_of
+from evaluator.trust.findings import is_result
 from evaluator.verdict import is_correct
 
 MAX_DIFF_CHARS = 200_000  # a page people can still open; the rest stays in the run directory
-KINDS = ["improved", "slow", "hard_fail", "timeout", "scope_violation", "grader_error", "infra_error", "no_code", "unknown"]
+KINDS = ["improved", "slow", "suspect", "needs_review", "rejected", "hard_fail", "timeout", "scope_violation", "grader_error",
+         "infra_error", "no_code", "unknown"]
 
 
 def _json(path: Path) -> Any:
@@ -60,7 +66,8 @@ def _from_pesflow(state: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str
                     "reasons": list(s.get("hard_fail_reasons") or []), "speedup": as_number(s.get("speedup")),
                     "reward": as_number(s.get("reward")), "tests": [s.get("tests_passed", 0), s.get("tests_total", 0)],
                     "plan": s.get("plan") or "", "lessons": s.get("lessons") or "", "duplicate_of": s.get("duplicate_of"),
-                    "files": s.get("files") or {}, "content_hash": s.get("content_hash") or ""})
+                    "files": s.get("files") or {}, "content_hash": s.get("content_hash") or "",
+                    "trust": dict(s.get("trust") or {})})
     return out, dict(pop.get("baseline_files") or {})
 
 
@@ -97,7 +104,8 @@ def _from_loongflow(cp: Path) -> list[dict[str, Any]]:
                     "tests": [tests.get("passed", 0), tests.get("total", 0)], "plan": str(s.get("generate_plan") or ""),
                     "lessons": str(s.get("summary") or ""), "duplicate_of": ev.get("duplicate_of") or meta.get("duplicate_of"),
                     "files": files, "content_hash": str(meta.get("content_hash") or ""),
-                    "message": ev.get("message") if isinstance(ev.get("message"), str) else ""})
+                    "message": ev.get("message") if isinstance(ev.get("message"), str) else "",
+                    "trust": dict(ev.get("trust") or {}) if isinstance(ev.get("trust"), dict) else {}})
     return out
 
 
@@ -125,7 +133,7 @@ def _from_journal(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "reasons": list(v.get("hard_fail_reasons") or []), "speedup": as_number(v.get("speedup")),
                     "reward": as_number(v.get("reward")), "tests": [tests.get("passed", 0), tests.get("total", 0)], "plan": "",
                     "lessons": str(d.get("detail") or ""), "duplicate_of": None, "files": {},
-                    "content_hash": d.get("content_hash") or ""})
+                    "content_hash": d.get("content_hash") or "", "trust": dict(v.get("trust") or {})})
     return out
 
 
@@ -134,7 +142,20 @@ def correct(c: dict[str, Any]) -> bool:
     return is_correct(c["status"], c["reasons"])
 
 
+def counts(c: dict[str, Any]) -> bool:
+    """evaluator.trust's one rule: may its figures count?"""
+    try:
+        return is_result(c.get("trust") or None)
+    except ValueError:  # a trust block no version of pesflow wrote: nothing to believe
+        return False
+
+
 def kind_of(c: dict[str, Any]) -> str:
+    if correct(c) and not counts(c):
+        t = c.get("trust") or {}
+        if (t.get("review") or {}).get("decision") == "reject":
+            return "rejected"
+        return "suspect" if t.get("suspect") else "needs_review"
     if correct(c):
         return "improved" if (c.get("speedup") or 0) > 1.0 else "slow"
     return c["status"] if c["status"] in KINDS else "unknown"
@@ -198,15 +219,17 @@ def _costs(events: list[dict[str, Any]], run: dict[str, Any]) -> dict[str, Any]:
 
 
 def best_by_round(run: dict[str, Any], state: dict[str, Any] | None, cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """As recorded; recomputed from the candidates when a recorded best no longer counts (a review)."""
+    dropped = {c["id"] for c in cands if not c.get("counts", True)}
     for src in (run.get("best_by_round"), (state or {}).get("best_by_round")):
-        if isinstance(src, list) and src:
+        if isinstance(src, list) and src and not any(isinstance(b, dict) and b.get("best_id") in dropped for b in src):
             return [{"round": int(b.get("round") or 0), "best_id": b.get("best_id"), "speedup": as_number(b.get("speedup"))}
                     for b in src if isinstance(b, dict)]
     out: list[dict[str, Any]] = []
     best: dict[str, Any] | None = None
     for k in sorted({c["round"] for c in cands}):
         for c in cands:
-            if c["round"] == k and correct(c) and c.get("speedup") and (best is None or c["speedup"] > best["speedup"]):
+            if c["round"] == k and correct(c) and counts(c) and c.get("speedup") and (best is None or c["speedup"] > best["speedup"]):
                 best = c
         out.append({"round": k, "best_id": best["id"] if best else None, "speedup": best["speedup"] if best else None})
     return out
@@ -236,11 +259,18 @@ def load_run(run_dir: Path) -> dict[str, Any]:
     else:
         cands, source = _from_journal(events), "journal events"
         missing.append("checkpoints (no population found)")
+    reviews = reviews_of(events)
+    for c in cands:  # a person's decision counts from the moment it is journaled
+        if c.get("content_hash") in reviews:
+            c["trust"] = {**(c.get("trust") or {}), "review": reviews[c["content_hash"]]}
+        c["counts"] = counts(c)
     ids = {c["id"] for c in cands}
     by_id = {c["id"]: c for c in cands}
     best_id = (run.get("best") or {}).get("id")
-    if best_id not in ids:
-        ranked = [c for c in cands if correct(c) and c.get("speedup")]
+    if best_id in by_id and not by_id[best_id]["counts"]:
+        best_id = None  # a pick a person rejected afterwards is no best
+    elif best_id not in ids:
+        ranked = [c for c in cands if correct(c) and c["counts"] and c.get("speedup")]
         best_id = max(ranked, key=lambda c: c["speedup"])["id"] if ranked else None
     for c in cands:
         if c["parent"] not in ids:
@@ -279,4 +309,5 @@ def load_run(run_dir: Path) -> dict[str, Any]:
         "totals": run.get("totals") or {}, "candidates": cands, "best_by_round": best_by_round(run, state, cands),
         "costs": _costs(events, run), "memory": [str(m) for m in lessons], "source": source, "missing": missing,
         "package": task.get("source") or {},
+        "suspects": flagged(events) if events else list(run.get("suspects") or []),
     }

@@ -105,8 +105,12 @@
     metaRow(meta, "island", fmt(c.island));
     metaRow(meta, "parent", c.parent || "none (a root)", c.parent || null);
     metaRow(meta, "status", c.status);
-    metaRow(meta, "speedup", c.speedup === null ? "-" : fmt(c.speedup) + "x");
-    metaRow(meta, "reward", fmt(c.reward));
+    var counted = c.counts !== false;  // a suspect's figures are the grader's claim, not a result
+    metaRow(meta, "speedup", c.speedup === null ? "-" : fmt(c.speedup) + "x" + (counted ? "" : " (claimed; not counted)"));
+    metaRow(meta, "reward", counted ? fmt(c.reward) : "- (not counted)");
+    var trust = c.trust || {};
+    if (trust.reasons && trust.reasons.length) metaRow(meta, "trust", trust.reasons.join("; "));
+    if (trust.review) metaRow(meta, "review", trust.review.decision + "ed: " + (trust.review.why || ""));
     metaRow(meta, "tests", c.tests && c.tests[1] ? c.tests[0] + " / " + c.tests[1] + " passed" : "-");
     metaRow(meta, "hard fails", c.reasons && c.reasons.length ? c.reasons.join(", ") : "none");
     if (c.verdict && c.verdict.grader) metaRow(meta, "grader", c.verdict.grader + (c.verdict.seconds ? " · " + fmt(c.verdict.seconds) + " s" : ""));
