@@ -23,6 +23,10 @@ Aggregates, why they are what they are:
   faster by failing more often. The share correct is reported beside it.
 - Performance and implementation tasks are never averaged together: their rewards mean
   different things (a speedup over an anchor; passing a specification).
+- A cell whose final grading does not count (a suspect, one awaiting review, one a person
+  rejected with pesflow review: evaluator.trust's is_result, reviews read from the cell's
+  journal) is in no aggregate and no figure: an exploit's score is not a method's result. Its
+  summary line says `counted: false` and why (`trust`); the tables name it with a dagger.
 """
 
 from __future__ import annotations
@@ -43,11 +47,13 @@ from rich.table import Table
 
 from agent.config import Config, ConfigError, merge, read_yaml
 from agent.experiments.methods import EVALUATOR_ONLY, FINISHED, Method, kind_overrides, run_evaluator_cell
-from agent.experiments.tables import write_tables
-from agent.rundir.schema import STATE_FILE, cell_of
+from agent.experiments.tables import counted, write_tables
+from agent.rundir import journal
+from agent.rundir.schema import STATE_FILE, cell_of, reviews_of
 from agent.rundir.store import RunStore, atomic_write, checkpoints_of
 from agent.search.session import check_grader, start_run
 from evaluator.task import load_task
+from evaluator.trust.findings import Trust, is_result
 from evaluator.verdict import is_correct
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # method names become folder names
@@ -178,6 +184,23 @@ def _last_population(d: Path) -> list[dict[str, Any]]:
     return []
 
 
+def cell_trust(d: Path, best: dict[str, Any], pop: list[dict[str, Any]]) -> tuple[bool, dict[str, Any] | None]:
+    """(counted, trust) of a cell's final grading, with a person's decision from its journal;
+    trust is None when nothing flagged it. A cell without a pick has nothing to distrust."""
+    if not best or best.get("id") is None:
+        return True, None
+    h = best.get("content_hash") or next((s.get("content_hash") for s in pop if s.get("id") == best["id"]), None)
+    t = Trust.model_validate(best.get("trust") or {})
+    review = reviews_of(journal.read(d / "journal.jsonl")).get(h) if h else None
+    if review:
+        t = t.model_copy(update={"review": review})
+    ok = is_result(t)
+    if ok and not review:
+        return True, None
+    return ok, {"suspect": t.suspect, "needs_review": t.needs_review, "reasons": t.reasons, "families": t.families,
+                "review": t.review}
+
+
 def cell_line(d: Path, cell: Cell, kind: str, reward_class: str, out: Path) -> dict[str, Any]:
     """One summary.jsonl line, read from a finished cell's run directory alone."""
     run = json.loads((d / "run.json").read_text())
@@ -186,6 +209,7 @@ def cell_line(d: Path, cell: Cell, kind: str, reward_class: str, out: Path) -> d
     sc = totals.get("scorings") or {}
     pop = _last_population(d)
     correct = best_is_correct(best)
+    counts, trust = cell_trust(d, best, pop)
     hidden = int(sc.get("hidden", 0))
     budget = sc.get("task_budget", (run.get("task") or {}).get("max_submissions"))
     tin, tout = int(totals.get("input_tokens", 0)), int(totals.get("output_tokens", 0))
@@ -204,7 +228,8 @@ def cell_line(d: Path, cell: Cell, kind: str, reward_class: str, out: Path) -> d
         "llm_calls": int(totals.get("llm_calls", 0)), "input_tokens": tin, "output_tokens": tout, "tokens": tin + tout,
         "usd": float(totals.get("usd", 0.0)), "wall_seconds": wall, "rounds": run.get("rounds_done", 0),
         "best_by_round": [[b.get("round"), b.get("speedup")] for b in run.get("best_by_round") or []],
-        "run_dir": str(d.relative_to(out)),
+        "run_dir": str(d.relative_to(out)), "counted": counts, "trust": trust,
+        "dropped_from_pick": [dr.get("id") for dr in best.get("dropped") or []],
     }
 
 
@@ -234,7 +259,7 @@ class MatrixProgress:
             self.live.start()
 
     def _view(self) -> Group:
-        t = Table(title="pesflow baselines", caption="· waiting  ▶ running  ✓ done (speedup)  ✗ failed")
+        t = Table(title="pesflow baselines", caption="· waiting  ▶ running  ✓ done (speedup)  ✗ failed  † not counted (suspect)")
         t.add_column("task")
         for m in self.bc.methods:
             t.add_column(m, justify="center")
@@ -259,6 +284,8 @@ class MatrixProgress:
 
 
 def _mark(line: dict[str, Any]) -> str:
+    if not counted(line):
+        return "†"
     if not line["correct"]:
         return "✗"
     s = line.get("speedup")
@@ -341,5 +368,6 @@ def run_matrix(base: Config, bc: BaselinesConfig, out: Path, roots: list[str], c
         from agent.experiments.figures import write_figures  # matplotlib is slow to import: only this last step draws
 
         written += write_tables(rows, out / "tables")
-        written += write_figures(rows, out / "figures", {m: bc.methods[m].kind for m in bc.methods})
+        # A cell that does not count is no point and no curve either.
+        written += write_figures([r for r in rows if counted(r)], out / "figures", {m: bc.methods[m].kind for m in bc.methods})
     return MatrixResult(out, ran, skipped, failed, rows, written)

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from agent.config import Config
 from agent.population.database import Population, PopulationConfig
 from agent.population.loongflow_format import loongflow_files
-from agent.rundir.schema import STATE_FILE, Event, run_metadata
+from agent.rundir.schema import STATE_FILE, Event, flagged, run_metadata
 from agent.rundir.store import RunStore
 from agent.search.state import files_hash
 from agent.search.steps import solution_from
@@ -110,18 +110,19 @@ def run_evaluator_cell(cfg: Config, task: Task, kind: str, grader: str, roots: l
               "scorings": {**scorings, "task_budget": task.max_submissions,
                            "hidden_over_budget": scorings["hidden"] > task.max_submissions},
               "grading_seconds": v.seconds, "elapsed_seconds": round(time.monotonic() - t0, 3)}
-    best_by_round = [{"round": 0, "best_id": kind, "speedup": v.speedup}]
+    best_by_round = [{"round": 0, "best_id": kind, "speedup": v.speedup}] if v.is_result else [
+        {"round": 0, "best_id": None, "speedup": None}]  # a suspect's figure is no curve's point
     state = {"round": 0, "next_round": 1, "population": pop.to_dict(), "memory": [], "best_by_round": best_by_round,
              "totals": totals}
     files_out = loongflow_files(pop, iteration=0, extra_metadata={"task": task.name, "pesflow_round": 0})
     store.write_checkpoint(0, {**files_out, STATE_FILE: state})
     store.write("final/candidate.patch", Candidate(files=files).diff(baseline))
     store.write_json("final/verdict.json" if grader == "dev" else "final/hidden_verdict.json", verdict)
-    best = {"id": kind, "speedup": v.speedup, "reward": v.reward, "grader": grader, "status": v.status.value,
-            "hard_fail_reasons": v.hard_fail_reasons}
+    best = {"id": kind, "content_hash": h, "speedup": v.speedup, "reward": v.reward, "grader": grader, "status": v.status.value,
+            "hard_fail_reasons": v.hard_fail_reasons, "trust": v.trust.model_dump(mode="json")}
     store.journal.append(Event.final, stop="evaluated", best=best)
     store.update_run(finished=datetime.now(timezone.utc).isoformat(timespec="seconds"), totals=totals, rounds_done=0,
-                     best_by_round=best_by_round, status="finished", best=best)
+                     best_by_round=best_by_round, suspects=flagged(store.journal.events()), status="finished", best=best)
     store.journal.append(Event.run_end, status="finished")
 
 

@@ -1,5 +1,7 @@
 """The tables of a baselines matrix: per method, over cells (mean ± sd of the reward, geometric
-mean of the speedup, ...), per task and per reward class, as Markdown, CSV and LaTeX."""
+mean of the speedup, ...), per task and per reward class, as Markdown, CSV and LaTeX. A cell whose
+final grading does not count (`counted` false: a suspect, one awaiting review, one a person
+rejected; evaluator.trust's is_result) is in no aggregate; its row names it, with a dagger."""
 
 from __future__ import annotations
 
@@ -28,7 +30,23 @@ def effective_speedup(r: dict[str, Any]) -> float | None:
     return s if isinstance(s, (int, float)) and s > 0 else None
 
 
+def counted(r: dict[str, Any]) -> bool:
+    """May this cell's figures enter an aggregate? (summary lines from before trust: yes)"""
+    return r.get("counted", True) is not False
+
+
+def left_out(r: dict[str, Any], per_task: bool) -> str:
+    """How a cell left out of the aggregates is named: † the seed (and task) and the families."""
+    t = r.get("trust") or {}
+    why = ", ".join(t.get("families") or []) or ("rejected by a person" if (t.get("review") or {}).get("decision") == "reject"
+                                                 else "not counted")
+    return f"† {'' if per_task else r['task'] + ' '}seed {r['seed']}: {why}"
+
+
 def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Over the cells given (the counted ones: method_table leaves the others out); None where none."""
+    if not rows:
+        return {"tasks": 0, "n": 0, **{k: None for k, *_ in COLUMNS if k not in ("method", "tasks", "n", "left_out")}}
     rewards = [r["reward"] for r in rows]
     mean = statistics.fmean(rewards)
     return {
@@ -53,8 +71,14 @@ def grouped(rows: list[dict[str, Any]], key: Callable[[dict[str, Any]], Any]) ->
 
 
 def method_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One aggregated row per method, in the order methods first appear."""
-    return [{"method": m, **aggregate(rs)} for m, rs in grouped(rows, lambda r: r["method"]).items()]
+    """One aggregated row per method, in the order methods first appear, over its counted cells;
+    `left_out` holds the others."""
+    return [{"method": m, **aggregate([r for r in rs if counted(r)]), "left_out": [r for r in rs if not counted(r)]}
+            for m, rs in grouped(rows, lambda r: r["method"]).items()]
+
+
+def _dash(fmt: Callable[[Any], str]) -> Callable[[Any], str]:
+    return lambda v: "-" if v is None else fmt(v)
 
 
 # (key, CSV header, Markdown/LaTeX header, formatter for people)
@@ -62,21 +86,24 @@ COLUMNS: list[tuple[str, str, str, Callable[[Any], str]]] = [
     ("method", "method", "method", str),
     ("tasks", "tasks", "tasks", str),
     ("n", "n", "n", str),
-    ("reward_mean", "reward_mean", "reward (mean ± sd)", lambda v: f"{v:.3f}"),
-    ("reward_sd", "reward_sd", "", lambda v: f"{v:.3f}"),
-    ("reward_min", "reward_min", "", lambda v: f"{v:.3f}"),
-    ("reward_max", "reward_max", "", lambda v: f"{v:.3f}"),
-    ("speedup_geomean", "speedup_geomean", "speedup (geomean)", lambda v: "-" if v is None else f"{v:.3f}x"),
-    ("correct_share", "correct_share", "correct", lambda v: f"{100 * v:.0f}%"),
-    ("usd_mean", "usd_mean", "USD (mean)", lambda v: f"{v:.4f}"),
-    ("tokens_mean", "tokens_mean", "tokens (mean)", lambda v: f"{v:.0f}"),
-    ("hidden_scorings_mean", "hidden_scorings_mean", "hidden scorings (mean)", lambda v: f"{v:.2f}"),
-    ("over_budget", "over_budget", "over budget", str),
-    ("wall_seconds_mean", "wall_seconds_mean", "wall s (mean)", lambda v: f"{v:.1f}"),
+    ("reward_mean", "reward_mean", "reward (mean ± sd)", _dash(lambda v: f"{v:.3f}")),
+    ("reward_sd", "reward_sd", "", _dash(lambda v: f"{v:.3f}")),
+    ("reward_min", "reward_min", "", _dash(lambda v: f"{v:.3f}")),
+    ("reward_max", "reward_max", "", _dash(lambda v: f"{v:.3f}")),
+    ("speedup_geomean", "speedup_geomean", "speedup (geomean)", _dash(lambda v: f"{v:.3f}x")),
+    ("correct_share", "correct_share", "correct", _dash(lambda v: f"{100 * v:.0f}%")),
+    ("usd_mean", "usd_mean", "USD (mean)", _dash(lambda v: f"{v:.4f}")),
+    ("tokens_mean", "tokens_mean", "tokens (mean)", _dash(lambda v: f"{v:.0f}")),
+    ("hidden_scorings_mean", "hidden_scorings_mean", "hidden scorings (mean)", _dash(lambda v: f"{v:.2f}")),
+    ("over_budget", "over_budget", "over budget", _dash(str)),
+    ("wall_seconds_mean", "wall_seconds_mean", "wall s (mean)", _dash(lambda v: f"{v:.1f}")),
+    ("left_out", "left_out", "left out", str),  # formatted by _people_cells and to_csv (it needs the row)
 ]
 NOTE = ("reward: mean ± sample sd over cells; speedup: geometric mean, a cell whose final candidate is not correct "
         "counted as 1x; correct: share of cells whose final candidate passed every correctness gate; "
-        "hidden scorings: gradings spent against the task's submission budget (over budget: cells that spent more).")
+        "hidden scorings: gradings spent against the task's submission budget (over budget: cells that spent more); "
+        "left out (†): cells whose final grading does not count (a suspect, awaiting review, or rejected by a person), "
+        "in no figure of the row, named with the trust families.")
 
 
 def _people_cells(row: dict[str, Any], per_task: bool) -> list[str]:
@@ -84,7 +111,12 @@ def _people_cells(row: dict[str, Any], per_task: bool) -> list[str]:
     for key, _, head, fmt in COLUMNS:
         if not head or (per_task and key == "tasks"):
             continue
-        out.append(f"{fmt(row['reward_mean'])} ± {fmt(row['reward_sd'])}" if key == "reward_mean" else fmt(row[key]))
+        if key == "left_out":
+            out.append("; ".join(left_out(r, per_task) for r in row.get("left_out") or []) or "-")
+        elif key == "reward_mean":
+            out.append(f"{fmt(row['reward_mean'])} ± {fmt(row['reward_sd'])}" if row["reward_mean"] is not None else "-")
+        else:
+            out.append(fmt(row[key]))
     return out
 
 
@@ -97,6 +129,7 @@ def to_csv(rows: list[dict[str, Any]]) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow([c[1] for c in COLUMNS])
     for r in rows:
+        r = {**r, "left_out": "; ".join(left_out(x, False) for x in r.get("left_out") or [])}
         # 12 significant digits: exact enough to recompute from, without float noise like 1001.2500000000003
         w.writerow(["" if r[k] is None else (f"{r[k]:.12g}" if isinstance(r[k], float) else r[k]) for k, *_ in COLUMNS])
     return buf.getvalue()
@@ -110,7 +143,7 @@ def to_markdown(title: str, rows: list[dict[str, Any]], per_task: bool) -> str:
 
 
 _TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
-        "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+        "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "†": r"\textdagger{}"}
 
 
 def tex_escape(s: str) -> str:
