@@ -18,6 +18,7 @@ from agent.experiments.matrix import load_baselines, run_matrix
 from agent.readers.audit import audit
 from agent.readers.loongflow.importer import default_import_dir, import_loongflow
 from agent.readers.report import write_report
+from agent.rundir.review import review
 from agent.rundir.store import RunDirError
 from agent.llm.gateway import ModelUnreachable
 from agent.search.session import NoLLMConfigured, apply_run_flags, replay_run, resume_run, start_run
@@ -31,8 +32,9 @@ from evaluator.package_check import PackageCheck, run_checks
 from evaluator.task import Task, TaskError, load_task
 
 # Exit codes: 0 graded fine, 1 the candidate failed (hard fail, scope, timeout),
-# 2 bad input, 3 the grader or our machinery failed.
+# 2 bad input, 3 the grader or our machinery failed, 4 graded ok but the trust screens call it a suspect.
 EXIT_BY_STATUS = {"ok": 0, "hard_fail": 1, "scope_violation": 1, "timeout": 1, "grader_error": 3, "infra_error": 3}
+EXIT_SUSPECT = 4
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -120,6 +122,14 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("baselines_config", metavar="CONFIG", help="a baselines YAML file (configs/baselines.yaml documents one)")
     p.add_argument("--out", metavar="DIR", help="where cells/, summary.jsonl, tables/ and figures/ go (default: the file's out)")
+
+    p = sub.add_parser("review", help="a person's decision on a flagged grading: accept (it counts) or reject (it does not)")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("id", metavar="ID", help="a candidate id (as run.json's suspects and the report show it, e.g. r03-c0) "
+                   "or a prefix of its content hash")
+    p.add_argument("--accept", action="store_true", help="its figures count after all")
+    p.add_argument("--reject", action="store_true", help="its figures do not count")
+    p.add_argument("--why", metavar="TEXT", help="why, for whoever reads the run later (required)")
 
     p = sub.add_parser("report", help="write one self-contained HTML page about a run: tree, diffs, verdicts, lessons, costs")
     p.add_argument("run_dir", metavar="RUN_DIR")
@@ -231,6 +241,14 @@ def cmd_evaluate(args: argparse.Namespace, config, console: Console) -> int:  # 
             val = val.value if hasattr(val, "value") else val
             table.add_row(k, ", ".join(val) if isinstance(val, list) else (f"{val.passed}/{val.total}" if k == "tests" else str(val)))
         console.print(table)
+    # One line on trust; with --json on stderr, so that stdout stays one JSON object.
+    out = sys.stderr if args.json else sys.stdout
+    if v.trust.suspect:
+        print(f"suspect: {'; '.join(v.trust.reasons)}", file=out)
+        if v.status.value == "ok":
+            return EXIT_SUSPECT
+    elif v.trust.needs_review:
+        print(f"needs review: {'; '.join(v.trust.reasons) or 'a speedup far past the reference'}", file=out)
     return EXIT_BY_STATUS[v.status.value]
 
 
@@ -289,7 +307,8 @@ def cmd_replay(args: argparse.Namespace, config, console: Console) -> int:  # no
         print(f"{c['content_hash'][:12]} {c['label'] or 'search':14} recorded {c['recorded_status']:10} "
               f"{c['recorded_speedup']!s:>10}  now {c['new_status']:10} {c['new_speedup']!s:>10}  "
               f"correctness {'agrees' if c['correctness_agrees'] else 'DIFFERS'}; speed "
-              f"{ {True: 'within noise', False: 'OUTSIDE noise', None: '-'}[c['speed_agrees']] }")
+              f"{ {True: 'within noise', False: 'OUTSIDE noise', None: '-'}[c['speed_agrees']] }"
+              + ("" if c.get("trust_agrees", True) else "; trust DIFFERS"))
     print(f"run: {dest}")
     return 1 if disagree or status not in ("finished", "budget_exhausted", "no_llm") else 0
 
@@ -321,6 +340,13 @@ def cmd_baselines(args: argparse.Namespace, config, console: Console) -> int:  #
     return 1 if res.failed else 0
 
 
+def cmd_review(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
+    d = review(Path(args.run_dir), args.id, args.accept, args.reject, args.why)
+    print(f"review: {d['candidate_id']} ({d['content_hash'][:12]}) {d['decision']}ed: {d['why']}; "
+          "the readers apply it now, a resumed search to its population")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
     print(f"report: {write_report(Path(args.run_dir), Path(args.out) if args.out else None)}")
     return 0
@@ -339,7 +365,8 @@ def cmd_import(args: argparse.Namespace, config, console: Console) -> int:  # no
 
 
 COMMANDS = {"resume": cmd_resume, "replay": cmd_replay, "audit": cmd_audit, "tasks": cmd_tasks, "evaluate": cmd_evaluate,
-            "calibrate": cmd_calibrate, "run": cmd_run, "baselines": cmd_baselines, "report": cmd_report, "import": cmd_import}
+            "calibrate": cmd_calibrate, "run": cmd_run, "baselines": cmd_baselines, "report": cmd_report,
+            "review": cmd_review, "import": cmd_import}
 
 
 def main(argv: list[str] | None = None) -> int:
