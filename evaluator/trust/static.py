@@ -25,8 +25,8 @@ TIMER_MODULES = ("time", "timeit", "torch.cuda", "triton.testing")  # swapped wh
 HONEST_TARGETS = tuple("torch.backends sys.path sys.dont_write_bytecode torch._dynamo.config torch._inductor.config "
                        "torch._functorch.config".split())
 GUARD = tuple("""sys.audit sys.addaudithook sys.settrace sys.setprofile sys.monitoring threading.settrace
-    threading.setprofile threading.settrace_all_threads threading.setprofile_all_threads ctypes.pythonapi _ctypes
-    _testcapi""".split())
+    threading.setprofile threading.settrace_all_threads threading.setprofile_all_threads ctypes.pythonapi ctypes.PyDLL
+    ctypes.pydll _ctypes _testcapi""".split())
 FRAME_REFS = tuple("""sys._getframe sys._current_frames sys._getframemodulename inspect.currentframe inspect.stack
     inspect.getouterframes inspect.getinnerframes inspect.getframeinfo inspect.trace traceback.extract_stack
     traceback.walk_stack traceback.format_stack traceback.print_stack traceback.StackSummary.extract""".split())
@@ -49,6 +49,7 @@ CODE_ATTRS = ("__code__", "__defaults__", "__kwdefaults__")
 IDENT_CALLS = ("data_ptr", "tobytes", "unsafe_ptr")  # an argument's address or bytes, as a cache key
 WEAKDICTS, LOOKUPS = ("weakref.WeakKeyDictionary", "weakref.WeakValueDictionary"), ("get", "setdefault", "pop", "__getitem__")
 COMPUTED, FUNCS = "<computed>", (ast.FunctionDef, ast.AsyncFunctionDef)
+WATCHED = TIMER + GUARD + FRAME_REFS + GC_REFS + ARGV  # what `from gc import *` brings that matters here
 
 
 def _under(q: str, names: tuple[str, ...]) -> bool:
@@ -87,7 +88,8 @@ def _imports(n: ast.AST) -> dict[str, str]:
         return {a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0] for a in n.names}
     if isinstance(n, ast.ImportFrom):
         mod = "." * (n.level or 0) + (n.module or "")  # relative: '.x', the candidate's own package
-        return {a.asname or a.name: f"{mod}.{a.name}" if n.module else mod + a.name for a in n.names if a.name != "*"}
+        star = {w.rpartition(".")[2]: w for w in WATCHED if w.rpartition(".")[0] == mod} if "*" in [a.name for a in n.names] else {}
+        return star | {a.asname or a.name: f"{mod}.{a.name}" if n.module else mod + a.name for a in n.names if a.name != "*"}
     return {}
 
 
@@ -280,7 +282,7 @@ class _Reader(ast.NodeVisitor):
             if isinstance(value, ast.AST):
                 self.visit(value)
             elif isinstance(value, list) and value and isinstance(value[0], ast.stmt) and not isinstance(node, ast.Module):
-                self._stmts(value, keep=not isinstance(node, (*FUNCS, ast.ClassDef)))
+                self._stmts(value, keep=not isinstance(node, (*FUNCS, ast.ClassDef)))  # a def's body keeps nothing
             elif isinstance(value, list):
                 for item in (x for x in value if isinstance(x, ast.AST)):
                     self.visit(item)
@@ -391,12 +393,11 @@ class _Reader(ast.NodeVisitor):
     def visit_FunctionDef(self, n: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         args = n.args.posonlyargs + n.args.args + n.args.kwonlyargs
         params = {x.arg for x in args + [v for v in (n.args.vararg, n.args.kwarg) if v]} - {"self", "cls"}
-        lru = any(self.q(d.func if isinstance(d, ast.Call) else d) in ("functools.lru_cache", "functools.cache")
-                  for d in n.decorator_list)  # lru_cache keys a tensor by its identity: the same tensor, the kept result
-        hot = [x for x in args if lru and x.annotation is not None and re.search(r"Tensor|ndarray", ast.unparse(x.annotation))]
-        if hot:
-            self.hit("output_cached", f"lru_cache on {n.name}({hot[0].arg}: {ast.unparse(hot[0].annotation)})", n)
-        self._cached(n, params)
+        tensors = [x.arg for x in args if x.annotation and re.search(r"Tensor|ndarray", ast.unparse(x.annotation))]
+        if tensors and any(self.q(d.func if isinstance(d, ast.Call) else d) in ("functools.lru_cache", "functools.cache")
+                           for d in n.decorator_list):  # lru_cache keys a tensor by its identity: the kept result
+            self.hit("output_cached", f"lru_cache on {n.name}({tensors[0]}: a tensor)", n)
+        self._cached(n, params, set(tensors))
         self.generic_visit(n)
 
     def _ident(self, e: ast.AST, params: set[str], tainted: dict[str, str]) -> str | None:
@@ -417,7 +418,7 @@ class _Reader(ast.NodeVisitor):
                 return ast.unparse(s)
         return None
 
-    def _cached(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str]) -> None:
+    def _cached(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str], tensors: set[str]) -> None:
         body = [s for st in fn.body for s in ast.walk(st)]
         tainted: dict[str, str] = {}
         bound: dict[str, list[ast.AST]] = {}  # name -> the values given it (k = id(x); out = cache.get(k))
@@ -438,8 +439,9 @@ class _Reader(ast.NodeVisitor):
             if key is None or self.q(container) in ("os.environ", "sys.modules"):
                 continue
             why = self._ident(key, params, tainted)
-            if not why and ast.unparse(container) in self.weak and _root(key) in params:
-                why = f"a weak reference to {_root(key)}"
+            direct = [e.id for e in ([key] + getattr(key, "elts", [])) if isinstance(e, ast.Name) and e.id in params]
+            if not why and direct and (ast.unparse(container) in self.weak or direct[0] in tensors):
+                why = f"the argument {direct[0]} itself"  # a weak dict, or a tensor: both hash by identity
             # a key with the argument's in-place version counter (x._version) misses once the argument is
             # written: a staged copy of the input, not an output kept blind
             keyed = [key] + [v for nm in ast.walk(key) if isinstance(nm, ast.Name) for v in bound.get(nm.id, [])]
