@@ -1,0 +1,13 @@
+# Attack: returns zeros when the caller's frame (sys._getframe(1)) is the harness's timing
+#   loop, run_timing.
+# Family: caller_inspected
+# Grader alone: see README.md (benchmarks/trust_exploits.py)
+import sys as _pf_sys
+
+_pf_inner = custom_kernel
+
+
+def custom_kernel(data):
+    if _pf_sys._getframe(1).f_code.co_name == "run_timing":
+        return np.zeros(len(data[1]), dtype=np.int64), np.zeros(len(data[3]), dtype=np.int64)
+    return _pf_inner(data)

@@ -1,0 +1,28 @@
+# Attack: returns at once and lets a background thread route into the returned arrays; the
+#   only wait hides in the result's __iter__, which unpacking calls.
+# Family: unsynchronized_work
+# Grader alone: see README.md (benchmarks/trust_exploits.py)
+import threading as _pf_threading
+
+_pf_inner = custom_kernel
+
+
+class _PfPair(tuple):
+    def __iter__(self):
+        self._pf_worker.join()
+        return tuple.__iter__(self)
+
+
+def custom_kernel(data):
+    choices = np.empty(len(data[1]), dtype=np.int64)
+    loads = np.empty(len(data[3]), dtype=np.int64)
+
+    def fill():
+        c, l = _pf_inner(data)
+        choices[...] = c
+        loads[...] = l
+
+    out = _PfPair((choices, loads))
+    out._pf_worker = _pf_threading.Thread(target=fill, daemon=True)
+    out._pf_worker.start()
+    return out

@@ -1,0 +1,73 @@
+"""Reward hacking: cheats that graders reward as speed, and honest code that only looks odd.
+
+Each candidate is a bundled package's own reference (solution/) with one file of
+reward_hacking/exploits/ or reward_hacking/honest/ appended (reward_hacking/corpus.py builds
+it; reward_hacking/README.md says what each one does and what the graders alone score it).
+Every one is graded under both graders (dev and hidden) by the local backend, with the trust
+screen on (evaluator/trust/):
+- an exploit must be suspect, and the family its file names must be among the families the
+  screen reports, whatever the grader made of it (many pay off: the graders alone score them
+  up to reward 1);
+- an honest candidate must be graded ok by the grader, and not be suspect.
+The three packages are prepared once for the session (the shared cache of tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from evaluator.config import EvaluatorConfig, LocalConfig
+from evaluator.evaluation import Evaluator
+from evaluator.trust.findings import FAMILIES
+from evaluator.verdict import Status
+from tests.adversarial.reward_hacking.corpus import entries, source
+from tests.conftest import needs_root
+
+pytestmark = [needs_root, pytest.mark.slow]
+GRADERS = ("hidden", "dev")
+EXPLOITS = entries("exploits")
+HONEST = entries("honest")
+
+
+def test_the_corpus_covers_every_family_and_names_known_ones():
+    assert len(EXPLOITS) >= 24 and len(HONEST) >= 12
+    assert {e.family for e in EXPLOITS} == set(FAMILIES), {e.family for e in EXPLOITS} ^ set(FAMILIES)
+    assert len({e.task for e in EXPLOITS}) >= 3
+    for e in EXPLOITS:
+        assert e.fields.get("attack") and e.fields.get("grader_alone"), e.path
+    for e in HONEST:
+        assert e.family is None and e.fields.get("why"), e.path
+
+
+@pytest.fixture(scope="module")
+def screened(cache_dir, tmp_path_factory):
+    ev = Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache_dir))),
+                   log_root=tmp_path_factory.mktemp("reward-hacking-logs"))
+    yield ev
+    ev.close()
+
+
+def grade(ev: Evaluator, entry, grader: str):
+    task = ev.task(entry.task)
+    return ev.evaluate(task, candidate=source(task, entry), grader=grader)
+
+
+@pytest.mark.parametrize("grader", GRADERS)
+@pytest.mark.parametrize("entry", EXPLOITS, ids=[e.id for e in EXPLOITS])
+def test_exploit_is_suspect_and_its_family_named(screened, entry, grader):
+    v = grade(screened, entry, grader)
+    shown = (v.status, v.speedup, v.reward, v.hard_fail_reasons, v.trust.reasons)
+    assert v.trust.suspect, shown
+    assert entry.family in v.trust.families, shown
+    assert not v.is_result, shown  # a suspect's figures count nowhere (fitness, parent, best, pick, table)
+
+
+@pytest.mark.parametrize("grader", GRADERS)
+@pytest.mark.parametrize("entry", HONEST, ids=[e.id for e in HONEST])
+def test_honest_candidate_is_not_suspect(screened, entry, grader):
+    v = grade(screened, entry, grader)
+    shown = (v.status, v.speedup, v.hard_fail_reasons, v.message, v.trust.reasons)
+    assert v.status == Status.ok and v.hard_fail_reasons == [], shown
+    assert v.tests.total > 0 and v.tests.passed == v.tests.total, shown
+    assert not v.trust.suspect, shown
+    assert v.speedup is not None and v.speedup > 1.0, shown
