@@ -158,7 +158,8 @@ class Evaluator:
                 mode=mode, task_key=f"{task.content_hash[:20]}-{grader}-{device or 'default'}", run=run, files=screened,
                 baseline=baseline, references=self._references(task, prepared, scope_texts, baseline), correct=v.correct and v.status == Status.ok,
                 speedup=v.speedup if v.speedup is not None else (v.dev.value if v.dev else None),
-                anchor=task.anchor.value if v.speedup is not None else None, prober=prober, log_dir=log_dir)
+                anchor=task.anchor.value if v.speedup is not None else None, prober=prober, log_dir=log_dir,
+                baseline_scale=v.speedup is not None)
             if v.trust.suspect:
                 v.message += "; suspect: " + "; ".join(v.trust.reasons[:3])
             elif v.trust.needs_review:

@@ -14,7 +14,7 @@ import pytest
 
 from evaluator.backends.base import GradeRequest, InfraError
 from evaluator.backends.local import LocalBackend
-from evaluator.config import DockerConfig, EvaluatorConfig, LocalConfig
+from evaluator.config import DockerConfig, EvaluatorConfig, LocalConfig, TrustConfig
 from evaluator.evaluation import CandidateSource, Evaluator
 from evaluator.parallel import ParallelBackend, Slot, device_groups, grade_all
 from evaluator.task import load_task
@@ -136,11 +136,12 @@ class Flaky:
 def test_infrastructure_failures_are_retried_once_then_reported(cache_dir, tmp_path, as_run):
     local = LocalBackend(LocalConfig(cache_dir=str(cache_dir)))
     once = Flaky(local, fail_grades=1, fail_prepares=1, as_run=as_run)
-    ev = Evaluator(EvaluatorConfig(), tasks_roots=[FIXTURES], backend=ParallelBackend(once, retries=1), log_root=tmp_path)
+    quiet = EvaluatorConfig(trust=TrustConfig(enabled=False))  # the gradings counted are the grader's alone (no probes)
+    ev = Evaluator(quiet, tasks_roots=[FIXTURES], backend=ParallelBackend(once, retries=1), log_root=tmp_path)
     v = ev.evaluate("kfc/toy-sum", mode="oracle", grader="hidden")
     assert v.status == Status.ok and v.correct and (once.prepares, once.grades) == (2, 2)
     always = Flaky(local, fail_grades=99, as_run=as_run)
-    ev = Evaluator(EvaluatorConfig(), tasks_roots=[FIXTURES], backend=ParallelBackend(always, retries=1), log_root=tmp_path)
+    ev = Evaluator(quiet, tasks_roots=[FIXTURES], backend=ParallelBackend(always, retries=1), log_root=tmp_path)
     v = ev.evaluate("kfc/toy-sum", mode="oracle", grader="hidden")
     assert v.status == Status.infra_error and v.reward == 0.0 and always.grades == 2
     assert "tried 2 times" in v.message and v.hard_fail_reasons == []  # never the candidate's failure

@@ -72,12 +72,13 @@ class Trust(BaseModel):
 
 def is_result(trust: "Trust | dict | None") -> bool:
     """The one rule: may this grading's figures count (fitness, parent, best, pick, table cell)?
-    Not when suspect or awaiting review, unless a person accepted it; a person's rejection
-    takes an unflagged one out too."""
+    Not when suspect, unless a person accepted it; a person's rejection takes any one out. A
+    grading that needs review is a result (an honest breakthrough must be able to climb); the
+    readers flag it until a person accepts it."""
     if trust is None:
         return True
     t = trust if isinstance(trust, Trust) else Trust.model_validate(trust)
     decision = t.overruled()
     if decision is not None:
         return decision
-    return not (t.suspect or t.needs_review)
+    return not t.suspect

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from evaluator.backends.base import GradeRun
 from evaluator.config import TrustConfig
-from evaluator.trust import instrument, runtime
+from evaluator.trust import instrument, runtime, static
 from evaluator.trust.findings import REVIEW, Finding, Trust
 
 Prober = Callable[[dict[str, Any], dict[str, Path], str, float], GradeRun]  # config, files, command, timeout -> run
@@ -38,21 +38,18 @@ class TrustScreen:
 
     def judge(self, *, mode: str, task_key: str, run: GradeRun | None, files: dict[str, str | None],
               baseline: dict[str, str | None], references: dict[str, list[str]], correct: bool,
-              speedup: float | None, anchor: float | None, prober: Prober | None, log_dir: Path) -> Trust:
+              speedup: float | None, anchor: float | None, prober: Prober | None, log_dir: Path,
+              baseline_scale: bool = True) -> Trust:
         """`references`: for a scope file, texts whose outputs the candidate's must match
-        (the baseline's first, then the package's reference)."""
+        (the baseline's first, then the package's reference). `speedup` is over the baseline
+        when `baseline_scale`, else the dev engine's own figure."""
         if not self.config.enabled or mode not in SCREENED_MODES:
             return Trust(checks={"screened": False})
         findings: list[Finding] = []
         checks: dict[str, Any] = {"screened": True}
         if self.config.static and files:
-            try:
-                from evaluator.trust import static
-            except ImportError:
-                static = None  # type: ignore[assignment]
-            if static is not None:
-                found, checks["static"] = static.screen(files, baseline)
-                findings += found
+            found, checks["static"] = static.screen(files, baseline)
+            findings += found
         if run is not None and self.config.runtime:
             found, checks["runtime"] = runtime.read(run.trust_events, runtime.baseline_classes(baseline))
             findings += found
@@ -60,7 +57,10 @@ class TrustScreen:
         implausible = bool(speedup and reference and speedup > self.config.plausibility_ratio * reference)
         checks["plausibility"] = {"speedup": speedup, "reference": reference, "ratio": self.config.plausibility_ratio,
                                   "implausible": implausible}
-        if run is not None and self.config.probes and correct and prober is not None:
+        # Probes for what could become a result: correct, and faster than the baseline (or of
+        # unknown speed); a grading no faster than the baseline gains nothing from a cheat.
+        worth = speedup is None or not baseline_scale or speedup > 1.0 or implausible
+        if run is not None and self.config.probes and correct and prober is not None and worth:
             found, checks["probes"] = self._probe(run, references, implausible, prober, log_dir)
             findings += found
         if mode == "oracle" and speedup and not findings:

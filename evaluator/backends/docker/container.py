@@ -52,6 +52,7 @@ from evaluator.config import DockerConfig
 from evaluator.limits import CGROUP_ROOT, cgroup_count, cgroups_of, process_start, same_process
 from evaluator.parallel import Slot
 from evaluator.task import Task
+from evaluator.trust import instrument
 
 # PID 1 of every container: no signal handlers (so unkillable from inside), reaps orphans.
 KEEPALIVE = "while :; do sleep 2147483647 & wait $!; done"
@@ -408,8 +409,6 @@ class Containers:
 def guard_binds(cache: Path, site_dirs: list[str]) -> dict[str, str]:
     """Host file -> container path: the guard's files (evaluator/trust/instrument.py) at each
     site-packages folder the image holds, bound read-only (the root is read-only)."""
-    from evaluator.trust import instrument
-
     layer = instrument.make_layer(cache / f"trust-{instrument.guard_hash()}", ["/files"]) / "files"
     return {str(layer / name): f"{d.rstrip('/')}/{name}" for d in site_dirs for name in instrument.GUARD_FILES}
 

@@ -17,33 +17,23 @@ grader. Standard library only; Python 3.8+.
 import sys
 
 _CONFIG = "/.pesflow-trust/config.json"
-_TIMER_NAMES = frozenset({
-    "perf_counter", "perf_counter_ns", "time", "time_ns", "monotonic", "monotonic_ns", "process_time",
-    "process_time_ns", "thread_time", "thread_time_ns", "default_timer", "timeit", "repeat", "Timer",
-    "Event", "synchronize", "elapsed_time", "record", "query", "wait", "do_bench", "do_bench_cudagraph",
-    "current_stream", "Stream", "cuda_timer", "clock", "get_clock_info"})
-_TIMER_MODULES = ("time", "timeit", "torch.cuda", "triton.testing", "torch.utils.benchmark")
-_WATCHED_MODULES = ("time", "timeit", "builtins", "torch", "torch.cuda", "triton", "triton.testing", "numpy",
-                    "numpy.testing", "torch.testing", "gc", "inspect", "os", "sys")
 _STDLIB_HOPS = ("/inspect.py", "/traceback.py", "/os.py", "/_collections_abc.py", "/pathlib.py", "/io.py",
                 "/codecs.py", "/genericpath.py", "/posixpath.py", "/functools.py")
-_SAMPLE_LIMIT = 1 << 16  # sampled calls: 1, 2, 4, ..., 65536
-_KEEP = 6  # records kept per entry point and process
 
 
 def _start():  # noqa: C901 - one closure so that no module global can switch it off
-    import os
+    import os  # slow to import in every interpreter: only once the guard is on
     try:
         with open(_CONFIG) as f:
-            import json
+            import json  # slow to import in every interpreter: only once the guard is on
             cfg = json.load(f)
     except (OSError, ValueError):
         return None
-    import hashlib
-    import re
-    import socket
-    import threading
-    import types
+    import hashlib  # slow to import in every interpreter: only once the guard is on
+    import re  # slow to import in every interpreter: only once the guard is on
+    import socket  # slow to import in every interpreter: only once the guard is on
+    import threading  # slow to import in every interpreter: only once the guard is on
+    import types  # slow to import in every interpreter: only once the guard is on
 
     local = threading.local()
     pid = [os.getpid()]
@@ -139,116 +129,24 @@ def _start():  # noqa: C901 - one closure so that no module global can switch it
             f, n = f.f_back, n + 1
         return None
 
+    sent = set()
+
     def finding(family, evidence, frame=None):
-        emit("finding", family=family, evidence=evidence + (" by " + where(frame) if frame is not None else ""))
+        text = evidence + (" by " + where(frame) if frame is not None else "")
+        if (family, text) not in sent and len(sent) < 500:  # each once: a read in a loop is one finding
+            sent.add((family, text))
+            emit("finding", family=family, evidence=text)
 
-    # ------------------------------------------------------------ what the candidate may not touch
-    def defined_by_candidate(value):
-        code = getattr(value, "__code__", None) or getattr(getattr(value, "__func__", None), "__code__", None)
-        if code is not None and role(code.co_filename) == "candidate":
-            return True
-        wrapped = getattr(value, "__wrapped__", None) or getattr(value, "func", None)
-        if wrapped is not None and wrapped is not value and getattr(wrapped, "__code__", None) is not None:
-            if role(wrapped.__code__.co_filename) == "candidate" and code is None:
-                return True
-        cls = value if isinstance(value, type) else type(value)
-        mod = sys.modules.get(getattr(cls, "__module__", "") or "")
-        if mod is not None and role(getattr(mod, "__file__", "") or "") == "candidate":
-            return True
-        for attr in list(getattr(cls, "__dict__", {}).values())[:32]:  # a module loaded without sys.modules
-            c = getattr(attr, "__code__", None)
-            if c is not None:
-                return role(c.co_filename) == "candidate"
-        return False
-
-    def harness_module(mod):
-        """The grader's own code: not the candidate's, the baseline's, the standard library or
-        an installed package."""
-        name = getattr(mod, "__name__", "")
-        if name == "__main__":
-            fn = getattr(mod, "__file__", None)
-            return fn is None or role(fn) is None
-        fn = getattr(mod, "__file__", None)
-        if not fn or role(fn) is not None or name.startswith("pesflow_"):
-            return False
-        real = os.path.realpath(fn)
-        return not (real.startswith(system_roots) or "/site-packages/" in real or "/dist-packages/" in real)
-
-    def family_for(modname, attr):
-        if attr in _TIMER_NAMES or modname in ("time", "timeit") or modname.startswith(_TIMER_MODULES[2:]):
-            return "timer_replaced"
-        return "harness_patched"
-
-    def note_write(mod, name, value, deleted=False):
-        if getattr(local, "busy", False):
-            return
-        local.busy = True
-        try:
-            f = culprit(3)
-            if f is not None:
-                modname = getattr(mod, "__name__", "?")
-                if modname.startswith("pesflow_"):
-                    finding("guard_evasion", "%s.%s %s" % (modname, name, "deleted" if deleted else "replaced"), f)
-                    return
-                if modname in _WATCHED_MODULES and not (name in _TIMER_NAMES or modname in ("time", "timeit", "builtins")
-                                                         or modname.endswith("testing")):
-                    return  # e.g. torch.backends flags: honest settings, not the harness's tools
-                finding(family_for(modname, name), "%s.%s %s" % (modname, name, "deleted" if deleted else "replaced"), f)
-        finally:
-            local.busy = False
-
-    class Watched(types.ModuleType):
-        def __setattr__(self, name, value):
-            note_write(self, name, value)
-            types.ModuleType.__setattr__(self, name, value)
-
-        def __delattr__(self, name):
-            note_write(self, name, None, deleted=True)
-            types.ModuleType.__delattr__(self, name)
-
-    prints = {}  # (module name, attr) -> id of the value seen
-    watched_ids = set()
-
-    def watch(mod, attrs=None):
-        if id(mod) in watched_ids:
-            return
-        watched_ids.add(id(mod))
-        if type(mod) is types.ModuleType:
-            try:
-                mod.__class__ = Watched
-            except TypeError:
-                pass
-        name = getattr(mod, "__name__", "?")
-        d = getattr(mod, "__dict__", {})
-        for k in (attrs if attrs is not None else list(d)):
-            v = d.get(k)
-            if v is not None and (attrs is not None or callable(v)):
-                prints[(name, k)] = id(v)
-
-    def sweep():
-        """Watched attributes that changed behind __setattr__'s back (vars(m)[k] = v)."""
-        if getattr(local, "busy", False):
-            return
-        local.busy = True
-        try:
-            for modname in ("time", "timeit", "torch.cuda", "triton.testing", "builtins"):
-                mod = sys.modules.get(modname)
-                if mod is not None and id(mod) not in watched_ids:
-                    watch(mod, [k for k in vars(mod) if k in _TIMER_NAMES] if modname != "builtins" else None)
-            main = sys.modules.get("__main__")
-            if main is not None and harness_module(main):
-                watch(main)
-            for (modname, k), seen in list(prints.items()):
-                mod = sys.modules.get(modname)
-                v = getattr(mod, "__dict__", {}).get(k) if mod is not None else None
-                if v is not None and id(v) != seen:
-                    prints[(modname, k)] = id(v)
-                    if defined_by_candidate(v) or (modname in ("time", "timeit") and cand_seen[0]):
-                        finding(family_for(modname, k), "%s.%s replaced (now %s)" % (modname, k, getattr(v, "__qualname__", type(v).__name__)))
-        finally:
-            local.busy = False
-
-    cand_seen = [False]
+    g = dict(os=os, sys=sys, types=types, threading=threading, hashlib=hashlib, local=local, role=role,
+             culprit=culprit, finding=finding, emit=emit, system_roots=system_roots, mode_vars=mode_vars,
+             mode_re=mode_re, cfg=cfg, record=record, rec_fh=rec_fh, pid=pid)
+    import pesflow_guard_watch  # slow to import in every interpreter: only once the guard is on
+    g.update(pesflow_guard_watch.install(g))
+    import pesflow_guard_calls  # slow to import in every interpreter: only once the guard is on
+    g.update(pesflow_guard_calls.install(g))
+    defined_by_candidate, harness_module, family_for = g["defined_by_candidate"], g["harness_module"], g["family_for"]
+    watch, Argv, OrigArgv, env_class, _TIMER_NAMES = g["watch"], g["Argv"], g["OrigArgv"], g["env_class"], g["TIMER_NAMES"]
+    at_exit, records, kind = g["at_exit"], g["records"], g["kind"]
 
     # ------------------------------------------------------------ audit events
     interesting = frozenset({"open", "sys._getframe", "sys._current_frames", "sys._getframemodulename", "gc.get_objects",
@@ -308,6 +206,9 @@ def _start():  # noqa: C901 - one closure so that no module global can switch it
                     if defined_by_candidate(obj):
                         return
                     modname = getattr(obj, "__module__", "") or ""
+                    if modname.startswith("pesflow_"):
+                        finding("guard_evasion", "%s.%s.%s replaced" % (modname, obj.__qualname__, name), f)
+                        return
                     mod = sys.modules.get(modname)
                     timer = name in _TIMER_NAMES and (modname.startswith(("torch", "triton", "time")) or "Event" in obj.__name__)
                     if timer or modname == "builtins" or (mod is not None and harness_module(mod)) or modname.endswith("testing"):
@@ -318,7 +219,7 @@ def _start():  # noqa: C901 - one closure so that no module global can switch it
             finally:
                 local.busy = False
             return
-        if event == "import" and args and args[0] in ("pesflow_guard", "pesflow_probe"):
+        if event == "import" and args and str(args[0]).startswith("pesflow_"):
             local.busy = True
             try:
                 f = culprit(2, hops=True, limit=12)
@@ -342,211 +243,6 @@ def _start():  # noqa: C901 - one closure so that no module global can switch it
                 finally:
                     local.busy = False
 
-    # ------------------------------------------------------------ argv and the grader's variables
-    def reads_argv(what):
-        if getattr(local, "busy", False):
-            return
-        local.busy = True
-        try:
-            f = culprit(3, hops=True)
-            if f is not None:
-                finding("grader_sniffed", "read " + what, f)
-        finally:
-            local.busy = False
-
-    class Argv(list):
-        __slots__ = ()
-        _name = "sys.argv"
-
-        def __reduce__(self):  # pickles as the plain list it stands for (multiprocessing sends argv)
-            return (list, (list.__getitem__(self, slice(None)),))
-
-    def _argv_method(name):
-        base = getattr(list, name)
-
-        def m(self, *a):
-            reads_argv(self._name)
-            return base(self, *a)
-        m.__name__ = name
-        return m
-
-    for _m in ("__getitem__", "__iter__", "__len__", "__contains__", "index", "count", "copy", "__reversed__", "__eq__"):
-        setattr(Argv, _m, _argv_method(_m))
-
-    class OrigArgv(Argv):
-        __slots__ = ()
-        _name = "sys.orig_argv"
-
-    def grader_var(key):
-        if isinstance(key, bytes):
-            key = key.decode(errors="replace")
-        return isinstance(key, str) and (key in mode_vars or bool(mode_re.search(key)))
-
-    def env_class(base):
-        class Env(base):
-            def __getitem__(self, key):
-                if grader_var(key):
-                    reads_argv("the grader's variable " + str(key))
-                return base.__getitem__(self, key)
-
-            def __contains__(self, key):
-                if grader_var(key):
-                    reads_argv("the grader's variable " + str(key))
-                return base.__contains__(self, key)
-        return Env
-
-    # ------------------------------------------------------------ the harness's calls into the candidate
-    records = []  # [role, module file, module name, function, call number, args, kwargs]
-    kept = {}
-    kept_ids = set()
-
-    def kind(v, depth=0):
-        """Plain values (numbers, arrays, tensors, containers of them) or the name of what is not."""
-        t = type(v)
-        if v is None or t in (bool, int, float, complex, str, bytes):
-            return None
-        if t in (tuple, list) or (isinstance(v, tuple) and hasattr(v, "_fields")):
-            for x in list(v)[:16] if depth < 4 else ():
-                k = kind(x, depth + 1)
-                if k:
-                    return k
-            return None
-        if t is dict:
-            for x in list(v.values())[:16] if depth < 4 else ():
-                k = kind(x, depth + 1)
-                if k:
-                    return k
-            return None
-        mod = getattr(t, "__module__", "") or ""
-        if mod.split(".")[0] in ("numpy", "torch") and (mod.split(".")[0] != "torch" or "Tensor" in t.__name__ or t.__name__ in ("Size", "dtype", "device")):
-            return None
-        if defined_by_candidate(v) or isinstance(v, (types.GeneratorType, types.CoroutineType, types.FunctionType, map, filter, zip)):
-            return "%s.%s" % (mod, t.__qualname__)
-        return None
-
-    def wrapper(fn, role_name, module):
-        n = [0]
-        fid = "%s:%s" % (module.__name__, fn.__name__)
-
-        def call(*a, **k):
-            n[0] += 1
-            i = n[0]
-            if i & (i - 1) or i > _SAMPLE_LIMIT:
-                return fn(*a, **k)
-            return sampled(i, a, k)
-
-        def sampled(i, a, k):
-            sweep()
-            before = threading.active_count()
-            out = fn(*a, **k)
-            left = threading.active_count() - before
-            if getattr(local, "busy", False):
-                return out
-            local.busy = True
-            try:
-                kd = kind(out)  # pesflow decides whether it is lazy (the baseline may define the same class)
-                emit("call", role=role_name, fn=fid, n=i, returned=type(out).__name__, unplain=kd, threads_left=left)
-                if record and role_name == "candidate" and kept.get(fid, 0) < _KEEP and id(a) not in kept_ids:
-                    kept[fid] = kept.get(fid, 0) + 1
-                    kept_ids.add(id(a))
-                    records.append([role_name, getattr(module, "__file__", None), module.__name__, fn.__name__, i, a, k])
-            finally:
-                local.busy = False
-            sweep()
-            return out
-        try:
-            import functools
-            functools.update_wrapper(call, fn)
-        except Exception:  # noqa: BLE001
-            pass
-        return call
-
-    def entry_module_class(role_name):
-        cache = {}
-
-        class Entry(types.ModuleType):
-            def __getattribute__(self, name):
-                v = types.ModuleType.__getattribute__(self, name)
-                if name[:1] == "_" or type(v) is not types.FunctionType:
-                    return v
-                w = cache.get(name)
-                if w is not None and w.__wrapped__ is v:
-                    return w
-                if role(v.__code__.co_filename) != role_name or getattr(local, "busy", False):
-                    return v
-                caller = sys._getframe(1).f_code.co_filename
-                if role(caller) is not None:
-                    return v  # the candidate's own use of its module: never slowed
-                w = cache[name] = wrapper(v, role_name, self)
-                return w
-
-            def __setattr__(self, name, value):
-                types.ModuleType.__setattr__(self, name, value)
-        return Entry
-
-    def after_exec(module):
-        fn = getattr(module, "__file__", None)
-        r = role(fn) if fn else None
-        if r is None:
-            if harness_module(module):
-                watch(module)
-            return
-        if r == "candidate":
-            cand_seen[0] = True
-            emit("module", role=r, name=module.__name__, file=fn)
-        if type(module) is types.ModuleType:
-            try:
-                module.__class__ = entry_module_class(r)
-            except TypeError:
-                pass
-        sweep()
-
-    try:
-        from importlib import _bootstrap_external as be
-        inner = be._LoaderBasics.exec_module
-
-        def exec_module(self, module):
-            inner(self, module)
-            try:
-                after_exec(module)
-            except Exception:  # noqa: BLE001 - the guard never breaks an import
-                pass
-        be._LoaderBasics.exec_module = exec_module
-    except Exception:  # noqa: BLE001
-        pass
-
-    exited = [False]
-
-    def at_exit():
-        if exited[0]:
-            return
-        exited[0] = True
-        sweep()
-        saved = []
-        if records and rec_fh[0] is not None:
-            import pickle
-            total = 0
-            for role_name, file, modname, fname, i, a, k in records:
-                try:
-                    blob = pickle.dumps((a, k), protocol=4)
-                except Exception as e:  # noqa: BLE001 - unpicklable inputs: no probe for this call
-                    emit("record_skipped", fn=fname, why=type(e).__name__)
-                    continue
-                if len(blob) > cfg.get("max_record_bytes", 64 << 20) or total + len(blob) > cfg.get("max_records_bytes", 256 << 20):
-                    emit("record_skipped", fn=fname, why="too large")
-                    continue
-                try:  # the file was opened at start: a harness that blocks opens later cannot stop it
-                    rec_fh[0].write(blob)
-                    rec_fh[0].flush()
-                except (OSError, ValueError):
-                    break
-                saved.append({"path": rec_fh[0].name, "offset": total, "size": len(blob),
-                              "sha256": hashlib.sha256(blob).hexdigest(), "role": role_name, "file": file,
-                              "module": modname, "fn": fname, "n": i})
-                total += len(blob)
-        emit("end", records=saved, argv=list.__getitem__(sys.argv, slice(None)) if isinstance(sys.argv, list) else None,
-             cwd=os.getcwd(), sys_path=[p for p in sys.path if isinstance(p, str)], exe=sys.executable)
-
     def after_fork():
         pid[0] = os.getpid()
         del records[:]
@@ -566,7 +262,7 @@ def _start():  # noqa: C901 - one closure so that no module global can switch it
                 env.__class__ = env_class(type(env))
             except TypeError:
                 pass
-    import atexit
+    import atexit  # slow to import in every interpreter: only once the guard is on
     atexit.register(at_exit)
     real_exit = os._exit
 
@@ -581,10 +277,14 @@ def _start():  # noqa: C901 - one closure so that no module global can switch it
         os.register_at_fork(after_in_child=after_fork)
     watch(sys.modules["builtins"])
     watch(sys.modules["time"], [k for k in vars(sys.modules["time"]) if k in _TIMER_NAMES])
-    me = sys.modules.get(__name__)
-    if me is not None:
-        watch(me)  # a write to the guard's own module is named too
+    for name in (__name__, "pesflow_guard_watch", "pesflow_guard_calls"):
+        me = sys.modules.get(name)
+        if me is not None:
+            watch(me)  # a write to the guard's own modules is named too
     return {"kind": kind, "role": role, "emit": emit}
 
 
-_guard = _start()
+try:
+    _guard = _start()
+except Exception:  # noqa: BLE001 - the guard never breaks the grader's interpreter
+    _guard = None

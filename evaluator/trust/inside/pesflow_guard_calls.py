@@ -1,0 +1,169 @@
+"""The runtime guard's view of the harness's calls into the candidate (pesflow_guard.py loads
+it): at the 1st, 2nd, 4th, 8th, ... call of each of the candidate's functions, the kinds of
+the values returned and the inputs, kept for the probes after the grader and written out at
+exit. Standard library only; Python 3.8+."""
+
+_SAMPLE_LIMIT = 1 << 16  # sampled calls: 1, 2, 4, ..., 65536
+_KEEP = 6  # records kept per entry point and process
+EXPORTS = ("records", "kind", "wrapper", "entry_module_class", "after_exec", "at_exit")
+
+
+def install(g):
+    os, sys, types, threading, hashlib = g["os"], g["sys"], g["types"], g["threading"], g["hashlib"]
+    local, role, emit, cfg, record, rec_fh, pid = g["local"], g["role"], g["emit"], g["cfg"], g["record"], g["rec_fh"], g["pid"]
+    sweep, watch, harness_module = g["sweep"], g["watch"], g["harness_module"]
+    defined_by_candidate, cand_seen = g["defined_by_candidate"], g["cand_seen"]
+    # ------------------------------------------------------------ the harness's calls into the candidate
+    records = []  # [role, module file, module name, function, call number, args, kwargs]
+    kept = {}
+    kept_ids = set()
+
+    def kind(v, depth=0):
+        """Plain values (numbers, arrays, tensors, containers of them) or the name of what is not."""
+        t = type(v)
+        if v is None or t in (bool, int, float, complex, str, bytes):
+            return None
+        if t in (tuple, list) or (isinstance(v, tuple) and hasattr(v, "_fields")):
+            for x in list(v)[:16] if depth < 4 else ():
+                k = kind(x, depth + 1)
+                if k:
+                    return k
+            return None
+        if t is dict:
+            for x in list(v.values())[:16] if depth < 4 else ():
+                k = kind(x, depth + 1)
+                if k:
+                    return k
+            return None
+        mod = getattr(t, "__module__", "") or ""
+        if mod.split(".")[0] in ("numpy", "torch") and (mod.split(".")[0] != "torch" or "Tensor" in t.__name__ or t.__name__ in ("Size", "dtype", "device")):
+            return None
+        if defined_by_candidate(v) or isinstance(v, (types.GeneratorType, types.CoroutineType, types.FunctionType, map, filter, zip)):
+            return "%s.%s" % (mod, t.__qualname__)
+        return None
+
+    def wrapper(fn, role_name, module):
+        n = [0]
+        fid = "%s:%s" % (module.__name__, fn.__name__)
+
+        def call(*a, **k):
+            n[0] += 1
+            i = n[0]
+            if i & (i - 1) or i > _SAMPLE_LIMIT:
+                return fn(*a, **k)
+            return sampled(i, a, k)
+
+        def sampled(i, a, k):
+            sweep()
+            before = threading.active_count()
+            out = fn(*a, **k)
+            left = threading.active_count() - before
+            if getattr(local, "busy", False):
+                return out
+            local.busy = True
+            try:
+                kd = kind(out)  # pesflow decides whether it is lazy (the baseline may define the same class)
+                emit("call", role=role_name, fn=fid, n=i, returned=type(out).__name__, unplain=kd, threads_left=left)
+                if record and role_name == "candidate" and kept.get(fid, 0) < _KEEP and id(a) not in kept_ids:
+                    kept[fid] = kept.get(fid, 0) + 1
+                    kept_ids.add(id(a))
+                    records.append([role_name, getattr(module, "__file__", None), module.__name__, fn.__name__, i, a, k])
+            finally:
+                local.busy = False
+            sweep()
+            return out
+        try:
+            import functools  # slow to import in every interpreter: only once the guard is on
+            functools.update_wrapper(call, fn)
+        except Exception:  # noqa: BLE001
+            pass
+        return call
+
+    def entry_module_class(role_name):
+        cache = {}
+
+        class Entry(types.ModuleType):
+            def __getattribute__(self, name):
+                v = types.ModuleType.__getattribute__(self, name)
+                if name[:1] == "_" or type(v) is not types.FunctionType:
+                    return v
+                w = cache.get(name)
+                if w is not None and w.__wrapped__ is v:
+                    return w
+                if role(v.__code__.co_filename) != role_name or getattr(local, "busy", False):
+                    return v
+                caller = sys._getframe(1).f_code.co_filename
+                if role(caller) is not None:
+                    return v  # the candidate's own use of its module: never slowed
+                w = cache[name] = wrapper(v, role_name, self)
+                return w
+
+            def __setattr__(self, name, value):
+                types.ModuleType.__setattr__(self, name, value)
+        return Entry
+
+    def after_exec(module):
+        fn = getattr(module, "__file__", None)
+        r = role(fn) if fn else None
+        if r is None:
+            if harness_module(module):
+                watch(module)
+            return
+        if r == "candidate":
+            cand_seen[0] = True
+            emit("module", role=r, name=module.__name__, file=fn)
+        if type(module) is types.ModuleType:
+            try:
+                module.__class__ = entry_module_class(r)
+            except TypeError:
+                pass
+        sweep()
+
+    try:
+        from importlib import _bootstrap_external as be  # slow to import in every interpreter: only once the guard is on
+        inner = be._LoaderBasics.exec_module
+
+        def exec_module(self, module):
+            inner(self, module)
+            try:
+                after_exec(module)
+            except Exception:  # noqa: BLE001 - the guard never breaks an import
+                pass
+        be._LoaderBasics.exec_module = exec_module
+    except Exception:  # noqa: BLE001
+        pass
+
+    exited = [False]
+
+    def at_exit():
+        if exited[0]:
+            return
+        exited[0] = True
+        sweep()
+        saved = []
+        if records and rec_fh[0] is not None:
+            import pickle  # slow to import in every interpreter: only once the guard is on
+            total = 0
+            for role_name, file, modname, fname, i, a, k in records:
+                try:
+                    blob = pickle.dumps((a, k), protocol=4)
+                except Exception as e:  # noqa: BLE001 - unpicklable inputs: no probe for this call
+                    emit("record_skipped", fn=fname, why=type(e).__name__)
+                    continue
+                if len(blob) > cfg.get("max_record_bytes", 64 << 20) or total + len(blob) > cfg.get("max_records_bytes", 256 << 20):
+                    emit("record_skipped", fn=fname, why="too large")
+                    continue
+                try:  # the file was opened at start: a harness that blocks opens later cannot stop it
+                    rec_fh[0].write(blob)
+                    rec_fh[0].flush()
+                except (OSError, ValueError):
+                    break
+                saved.append({"path": rec_fh[0].name, "offset": total, "size": len(blob),
+                              "sha256": hashlib.sha256(blob).hexdigest(), "role": role_name, "file": file,
+                              "module": modname, "fn": fname, "n": i})
+                total += len(blob)
+        emit("end", records=saved, argv=list.__getitem__(sys.argv, slice(None)) if isinstance(sys.argv, list) else None,
+             cwd=os.getcwd(), sys_path=[p for p in sys.path if isinstance(p, str)], exe=sys.executable)
+
+    found = locals()
+    return {k: found[k] for k in EXPORTS}

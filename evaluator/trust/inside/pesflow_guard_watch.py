@@ -1,0 +1,184 @@
+"""The runtime guard's watch over what a candidate may not touch (pesflow_guard.py loads it):
+watched modules and classes (clocks, builtins, the harness's own modules), sys.argv and the
+grader's variables. Standard library only; Python 3.8+."""
+
+_TIMER_NAMES = frozenset({
+    "perf_counter", "perf_counter_ns", "time", "time_ns", "monotonic", "monotonic_ns", "process_time",
+    "process_time_ns", "thread_time", "thread_time_ns", "default_timer", "timeit", "repeat", "Timer",
+    "Event", "synchronize", "elapsed_time", "record", "query", "wait", "do_bench", "do_bench_cudagraph",
+    "current_stream", "Stream", "cuda_timer", "clock", "get_clock_info"})
+_TIMER_MODULES = ("time", "timeit", "torch.cuda", "triton.testing", "torch.utils.benchmark")
+_WATCHED_MODULES = ("time", "timeit", "builtins", "torch", "torch.cuda", "triton", "triton.testing", "numpy",
+                    "numpy.testing", "torch.testing", "gc", "inspect", "os", "sys")
+EXPORTS = ("defined_by_candidate", "harness_module", "family_for", "note_write", "Watched", "watch", "sweep", "cand_seen",
+           "reads_argv", "Argv", "OrigArgv", "grader_var", "env_class", "TIMER_NAMES")
+TIMER_NAMES = _TIMER_NAMES
+
+
+def install(g):
+    os, sys, types = g["os"], g["sys"], g["types"]
+    local, role, culprit, finding = g["local"], g["role"], g["culprit"], g["finding"]
+    system_roots, mode_vars, mode_re = g["system_roots"], g["mode_vars"], g["mode_re"]
+    # ------------------------------------------------------------ what the candidate may not touch
+    def defined_by_candidate(value):
+        code = getattr(value, "__code__", None) or getattr(getattr(value, "__func__", None), "__code__", None)
+        if code is not None and role(code.co_filename) == "candidate":
+            return True
+        wrapped = getattr(value, "__wrapped__", None) or getattr(value, "func", None)
+        if wrapped is not None and wrapped is not value and getattr(wrapped, "__code__", None) is not None:
+            if role(wrapped.__code__.co_filename) == "candidate" and code is None:
+                return True
+        cls = value if isinstance(value, type) else type(value)
+        mod = sys.modules.get(getattr(cls, "__module__", "") or "")
+        if mod is not None and role(getattr(mod, "__file__", "") or "") == "candidate":
+            return True
+        for attr in list(getattr(cls, "__dict__", {}).values())[:32]:  # a module loaded without sys.modules
+            c = getattr(attr, "__code__", None)
+            if c is not None:
+                return role(c.co_filename) == "candidate"
+        return False
+
+    def harness_module(mod):
+        """The grader's own code: not the candidate's, the baseline's, the standard library or
+        an installed package."""
+        name = getattr(mod, "__name__", "")
+        if name == "__main__":
+            fn = getattr(mod, "__file__", None)
+            return fn is None or role(fn) is None
+        fn = getattr(mod, "__file__", None)
+        if not fn or role(fn) is not None or name.startswith("pesflow_"):
+            return False
+        real = os.path.realpath(fn)
+        return not (real.startswith(system_roots) or "/site-packages/" in real or "/dist-packages/" in real)
+
+    def family_for(modname, attr):
+        if attr in _TIMER_NAMES or modname in ("time", "timeit") or modname.startswith(_TIMER_MODULES[2:]):
+            return "timer_replaced"
+        return "harness_patched"
+
+    def note_write(mod, name, value, deleted=False):
+        if getattr(local, "busy", False):
+            return
+        local.busy = True
+        try:
+            f = culprit(3)
+            if f is not None:
+                modname = getattr(mod, "__name__", "?")
+                if modname.startswith("pesflow_"):
+                    finding("guard_evasion", "%s.%s %s" % (modname, name, "deleted" if deleted else "replaced"), f)
+                    return
+                if modname in _WATCHED_MODULES and not (name in _TIMER_NAMES or modname in ("time", "timeit", "builtins")
+                                                         or modname.endswith("testing")):
+                    return  # e.g. torch.backends flags: honest settings, not the harness's tools
+                finding(family_for(modname, name), "%s.%s %s" % (modname, name, "deleted" if deleted else "replaced"), f)
+        finally:
+            local.busy = False
+
+    class Watched(types.ModuleType):
+        def __setattr__(self, name, value):
+            note_write(self, name, value)
+            types.ModuleType.__setattr__(self, name, value)
+
+        def __delattr__(self, name):
+            note_write(self, name, None, deleted=True)
+            types.ModuleType.__delattr__(self, name)
+
+    prints = {}  # (module name, attr) -> id of the value seen
+    watched_ids = set()
+
+    def watch(mod, attrs=None):
+        if id(mod) in watched_ids:
+            return
+        watched_ids.add(id(mod))
+        if type(mod) is types.ModuleType:
+            try:
+                mod.__class__ = Watched
+            except TypeError:
+                pass
+        name = getattr(mod, "__name__", "?")
+        d = getattr(mod, "__dict__", {})
+        for k in (attrs if attrs is not None else list(d)):
+            v = d.get(k)
+            if v is not None and (attrs is not None or callable(v)):
+                prints[(name, k)] = id(v)
+
+    def sweep():
+        """Watched attributes that changed behind __setattr__'s back (vars(m)[k] = v)."""
+        if getattr(local, "busy", False):
+            return
+        local.busy = True
+        try:
+            for modname in ("time", "timeit", "torch.cuda", "triton.testing", "builtins"):
+                mod = sys.modules.get(modname)
+                if mod is not None and id(mod) not in watched_ids:
+                    watch(mod, [k for k in vars(mod) if k in _TIMER_NAMES] if modname != "builtins" else None)
+            main = sys.modules.get("__main__")
+            if main is not None and harness_module(main):
+                watch(main)
+            for (modname, k), seen in list(prints.items()):
+                mod = sys.modules.get(modname)
+                v = getattr(mod, "__dict__", {}).get(k) if mod is not None else None
+                if v is not None and id(v) != seen:
+                    prints[(modname, k)] = id(v)
+                    if defined_by_candidate(v) or (modname in ("time", "timeit") and cand_seen[0]):
+                        finding(family_for(modname, k), "%s.%s replaced (now %s)" % (modname, k, getattr(v, "__qualname__", type(v).__name__)))
+        finally:
+            local.busy = False
+
+    cand_seen = [False]
+
+    # ------------------------------------------------------------ argv and the grader's variables
+    def reads_argv(what):
+        if getattr(local, "busy", False):
+            return
+        local.busy = True
+        try:
+            f = culprit(3, hops=True)
+            if f is not None:
+                finding("grader_sniffed", "read " + what, f)
+        finally:
+            local.busy = False
+
+    class Argv(list):
+        __slots__ = ()
+        _name = "sys.argv"
+
+        def __reduce__(self):  # pickles as the plain list it stands for (multiprocessing sends argv)
+            return (list, (list.__getitem__(self, slice(None)),))
+
+    def _argv_method(name):
+        base = getattr(list, name)
+
+        def m(self, *a):
+            reads_argv(self._name)
+            return base(self, *a)
+        m.__name__ = name
+        return m
+
+    for _m in ("__getitem__", "__iter__", "__len__", "__contains__", "index", "count", "copy", "__reversed__", "__eq__"):
+        setattr(Argv, _m, _argv_method(_m))
+
+    class OrigArgv(Argv):
+        __slots__ = ()
+        _name = "sys.orig_argv"
+
+    def grader_var(key):
+        if isinstance(key, bytes):
+            key = key.decode(errors="replace")
+        return isinstance(key, str) and (key in mode_vars or bool(mode_re.search(key)))
+
+    def env_class(base):
+        class Env(base):
+            def __getitem__(self, key):
+                if grader_var(key):
+                    reads_argv("the grader's variable " + str(key))
+                return base.__getitem__(self, key)
+
+            def __contains__(self, key):
+                if grader_var(key):
+                    reads_argv("the grader's variable " + str(key))
+                return base.__contains__(self, key)
+        return Env
+
+    found = dict(locals(), TIMER_NAMES=_TIMER_NAMES)
+    return {k: found[k] for k in EXPORTS}
