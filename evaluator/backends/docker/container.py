@@ -138,7 +138,7 @@ class Containers:
 
     # ---------------------------------------------------------------- containers
     def _create(self, api: docker.APIClient, image: str, name: str, kind: str, *, task: Task | None = None,
-                staging: Path | None = None, slot: Slot | None = None, guard: dict[str, str] | None = None) -> str:
+                staging: Path | None = None, slot: Slot | None = None, guard: list[tuple[str, str]] | None = None) -> str:
         hc: dict[str, Any] = {"network_mode": "none"}
         volumes: list[str] | None = None
         if task is not None:
@@ -158,12 +158,11 @@ class Containers:
             if slot is not None and slot.gpus > 0:
                 hc.update(gpu_host_config(slot, self.config.gpus_via))
         if staging is not None:
-            hc["binds"] = {str(staging / "tests"): {"bind": TESTS, "mode": "ro"},
-                           str(staging / "reviewer"): {"bind": REVIEWER, "mode": "ro"},
-                           str(staging / "trust"): {"bind": TRUST_IN, "mode": "ro"}}
+            # a list, not the SDK's dict keyed by host path: one guard file goes to several folders
+            hc["binds"] = [f"{staging / 'tests'}:{TESTS}:ro", f"{staging / 'reviewer'}:{REVIEWER}:ro",
+                           f"{staging / 'trust'}:{TRUST_IN}:ro"]
             # the runtime guard in every site-packages folder of the image (inactive without a config)
-            for host, dest in (guard or {}).items():
-                hc["binds"][host] = {"bind": dest, "mode": "ro"}
+            hc["binds"] += [f"{host}:{dest}:ro" for host, dest in guard or ()]
         try:
             cid = api.create_container(image, entrypoint=["/bin/sh", "-c", KEEPALIVE], name=name, detach=True, volumes=volumes,
                                        labels=self._labels(kind), host_config=api.create_host_config(**hc))["Id"]
@@ -406,11 +405,11 @@ class Containers:
                 raise _Dirty("the engine refused the restored files")
 
 
-def guard_binds(cache: Path, site_dirs: list[str]) -> dict[str, str]:
-    """Host file -> container path: the guard's files (evaluator/trust/instrument.py) at each
+def guard_binds(cache: Path, site_dirs: list[str]) -> list[tuple[str, str]]:
+    """(host file, container path): the guard's files (evaluator/trust/instrument.py) at each
     site-packages folder the image holds, bound read-only (the root is read-only)."""
     layer = instrument.make_layer(cache / f"trust-{instrument.guard_hash()}", ["/files"]) / "files"
-    return {str(layer / name): f"{d.rstrip('/')}/{name}" for d in site_dirs for name in instrument.GUARD_FILES}
+    return [(str(layer / name), f"{d.rstrip('/')}/{name}") for d in site_dirs for name in instrument.GUARD_FILES]
 
 
 def is_system_path(path: str) -> bool:
