@@ -17,6 +17,9 @@ grader. Standard library only; Python 3.8+.
 import sys
 
 _CONFIG = "/.pesflow-trust/config.json"
+# Only where no grading's config exists (pesflow's own tests): a candidate cannot point a
+# grading's processes elsewhere with it, since the grading's config always wins.
+_TEST_CONFIG = "PESFLOW_TRUST_TEST_CONFIG"
 _STDLIB_HOPS = ("/inspect.py", "/traceback.py", "/os.py", "/_collections_abc.py", "/pathlib.py", "/io.py",
                 "/codecs.py", "/genericpath.py", "/posixpath.py", "/functools.py")
 
@@ -24,7 +27,8 @@ _STDLIB_HOPS = ("/inspect.py", "/traceback.py", "/os.py", "/_collections_abc.py"
 def _start():  # noqa: C901 - one closure so that no module global can switch it off
     import os  # slow to import in every interpreter: only once the guard is on
     try:
-        with open(_CONFIG) as f:
+        path = _CONFIG if os.path.exists(_CONFIG) else os.environ.get(_TEST_CONFIG) or _CONFIG
+        with open(path) as f:
             import json  # slow to import in every interpreter: only once the guard is on
             cfg = json.load(f)
     except (OSError, ValueError):

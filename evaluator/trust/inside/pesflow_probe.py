@@ -23,7 +23,11 @@ import sys
 import time
 
 CONFIG = "/.pesflow-trust/config.json"
+if not os.path.exists(CONFIG):  # pesflow's own tests (the guard's rule: a grading's config always wins)
+    CONFIG = os.environ.get("PESFLOW_TRUST_TEST_CONFIG") or CONFIG
 OUT = "/.pesflow-trust-out/probe.json"
+if not os.path.exists(os.path.dirname(OUT)):
+    OUT = os.environ.get("PESFLOW_TRUST_TEST_OUT") or OUT
 
 
 def _np():

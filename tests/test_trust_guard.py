@@ -1,0 +1,174 @@
+"""The runtime guard and the probes, run for real in child interpreters (no sandbox): each case
+is a harness script calling a candidate module, with the guard loaded as a grading loads it
+(a site hook on the interpreter's path) and its config where pesflow's tests may put it.
+The guard must name each way of cheating at the line that does it, stay silent on honest code
+(the standard library reads frames too), and keep the harness's inputs even when the harness
+ends with os._exit."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from evaluator.trust import runtime
+from evaluator.trust.instrument import INSIDE
+
+HARNESS = """
+import os, sys, time
+sys.path.insert(0, {pkg!r})
+import numpy as np
+import submission.kernel as k
+fn = k.entry
+data = [np.arange(2000, dtype=np.int64) % 7 for _ in range(3)]
+for i in range(8):
+    t0 = time.perf_counter()
+    out = fn(data[i % 3])
+    t1 = time.perf_counter()
+os._exit(0)
+"""
+
+
+def guarded(tmp_path: Path, kernel: str, harness: str = HARNESS, argv: tuple[str, ...] = ("timing",)) -> list[dict]:
+    """Run `harness` under the guard with `kernel` as the candidate; the guard's events."""
+    pkg = tmp_path / "repo"
+    (pkg / "submission").mkdir(parents=True, exist_ok=True)
+    (pkg / "submission" / "__init__.py").write_text("")
+    src = textwrap.dedent(kernel)
+    (pkg / "submission" / "kernel.py").write_text(src)
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    cfg = {"candidate_paths": {"submission/kernel.py": str(pkg / "submission" / "kernel.py")},
+           "candidate_hashes": {hashlib.sha256(src.encode()).hexdigest(): "submission/kernel.py"},
+           "baseline_hashes": {}, "mode_vars": ["KERNELBENCH_VERIFY_MODE"], "out_dir": str(out), "record": True}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "harness.py").write_text(harness.format(pkg=str(pkg)))
+    env = {**os.environ, "PESFLOW_TRUST_TEST_CONFIG": str(tmp_path / "config.json"), "PYTHONPATH": str(INSIDE),
+           "KERNELBENCH_VERIFY_MODE": "candidate"}
+    # the .pth line is what site runs in a grading: `import pesflow_guard`
+    r = subprocess.run([sys.executable, "-c", "import pesflow_guard, runpy, sys; sys.argv[:] = sys.argv[1:]; "
+                        "runpy.run_path(sys.argv[0], run_name='__main__')", str(tmp_path / "harness.py"), *argv],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    events = []
+    for p in out.glob("events-*.jsonl"):
+        events += [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+    return events
+
+
+def families(events: list[dict]) -> dict[str, list[str]]:
+    found, _ = runtime.read(events, set())
+    out: dict[str, list[str]] = {}
+    for f in found:
+        out.setdefault(f.family, []).append(f.evidence)
+    return out
+
+
+HONEST = """
+import functools, warnings, dataclasses, typing, logging, os, time
+import numpy as np
+_cache = {}
+N = int(os.environ.get("OMP_NUM_THREADS", "1"))
+
+@dataclasses.dataclass
+class Cfg:
+    block: int = 64
+
+class Pair(typing.NamedTuple):
+    a: int
+    b: int
+
+@functools.lru_cache(maxsize=None)
+def plan(n):
+    return Cfg(block=64 if n > 100 else 8)
+
+def entry(x):
+    cfg = plan(x.shape[0])
+    if x.shape not in _cache:
+        _cache[x.shape] = np.empty_like(x)
+        warnings.warn("first call for this shape")
+        logging.getLogger("k").debug("compiled %s", cfg)
+    buf = _cache[x.shape]
+    np.cumsum(x, out=buf)
+    t = time.perf_counter()  # its own budgeting: reading the clock is honest
+    return buf.copy()
+"""
+
+
+def test_honest_code_is_not_flagged_and_the_inputs_are_kept(tmp_path):
+    events = guarded(tmp_path, HONEST)
+    assert families(events) == {}
+    ends = [e for e in events if e["kind"] == "end"]
+    assert ends and ends[0]["records"], "os._exit still hands over the kept inputs"
+    recs = runtime.records(events, socket_used=False)
+    assert {r["fn"] for r in recs} == {"entry"} and all(r["argv"][-1] == "timing" for r in recs)
+
+
+@pytest.mark.parametrize("kernel,family,line", [
+    ("import time\ntime.perf_counter = lambda: 0.0\ndef entry(x):\n    return x\n", "timer_replaced", "kernel.py:2"),
+    ("import importlib\nm = importlib.import_module('ti' + 'me')\nr = getattr(m, 'perf_counter')\n"
+     "def entry(x):\n    vars(m)['perf_' + 'counter'] = lambda: r() / 1000\n    return x\n", "timer_replaced", None),
+    ("import builtins\ndef entry(x):\n    setattr(builtins, 'len', lambda s: 0)\n    return x\n", "harness_patched", "kernel.py:3"),
+    ("import sys\ndef entry(x):\n    return x * 0 if 'timing' in sys.argv else x\n", "grader_sniffed", "kernel.py:3"),
+    ("def entry(x):\n    return x if open('/proc/self/cmdline').read() else x\n", "grader_sniffed", "kernel.py:2"),
+    ("import os\ndef entry(x):\n    return x * (os.environ.get('KERNELBENCH_VERIFY_MODE') != 'x')\n", "grader_sniffed", "kernel.py:3"),
+    ("import sys\ndef entry(x):\n    f = sys._getframe(1)\n    return x\n", "caller_inspected", "kernel.py:3"),
+    ("import inspect\ndef entry(x):\n    s = inspect.stack()\n    return x\n", "caller_inspected", "kernel.py:3"),
+    ("import gc\ndef entry(x):\n    n = len(gc.get_objects())\n    return x\n", "gc_walked", "kernel.py:3"),
+    ("import sys\ndef entry(x):\n    m = sys.modules['__main__']\n    m.fn = lambda y: y\n    return x\n", "harness_patched", "kernel.py:4"),
+    ("import sys\ndef entry(x):\n    sys.modules['pesflow_guard'].x = 1\n    return x\n", "guard_evasion", "kernel.py:3"),
+    ("class Lazy:\n    def __init__(s, x):\n        s.x = x\n    def __array__(s, *a, **k):\n        return s.x\n"
+     "def entry(x):\n    return Lazy(x)\n", "lazy_output", None),
+])
+def test_each_way_of_cheating_is_named_where_it_happens(tmp_path, kernel, family, line):
+    found = families(guarded(tmp_path, kernel))
+    assert family in found, found
+    if line:
+        assert any(line in ev for ev in found[family]), found[family]
+
+
+def test_without_a_config_the_guard_does_nothing(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "PESFLOW_TRUST_TEST_CONFIG"}
+    env["PYTHONPATH"] = str(INSIDE)
+    r = subprocess.run([sys.executable, "-c", "import pesflow_guard, sys; print(pesflow_guard._guard, type(sys.argv).__name__)"],
+                       env=env, capture_output=True, text=True, timeout=60, check=True)
+    assert r.stdout.split() == ["None", "list"]
+
+
+PROBE_CASES = {
+    "honest": ("def entry(x):\n    return x.cumsum()\n", None),
+    "identity_cache": ("_m = {}\ndef entry(x):\n    k = id(x)\n    if k not in _m:\n        _m[k] = x.cumsum()\n"
+                       "    return _m[k]\n", "output_cached"),
+    "late_thread": ("import threading, time, numpy as np\ndef entry(x):\n    out = np.zeros_like(x)\n"
+                    "    def fill():\n        time.sleep(0.005)\n        out[:] = x.cumsum()\n"
+                    "    threading.Thread(target=fill).start()\n    return out\n", "unsynchronized_work"),
+    "generator": ("def entry(x):\n    return (v for v in x.cumsum())\n", "lazy_output"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PROBE_CASES))
+def test_the_probes_call_the_kept_inputs_again(tmp_path, case):
+    kernel, family = PROBE_CASES[case]
+    events = guarded(tmp_path, kernel)
+    recs = runtime.records(events, socket_used=False)
+    assert recs
+    files = []
+    for i, r in enumerate(recs[:2]):
+        blob = Path(r["path"]).read_bytes()[r["offset"]:r["offset"] + r["size"]]
+        (tmp_path / f"input-{i}.pkl").write_bytes(blob)
+        files.append({**{k: r.get(k) for k in ("sha256", "fn", "module", "file", "n", "argv", "cwd", "sys_path")},
+                      "name": f"input-{i}.pkl"})
+    (tmp_path / "config.json").write_text(json.dumps({"probe": {"records": files, "references": {}, "budget_sec": 20, "full": True}}))
+    env = {**os.environ, "PESFLOW_TRUST_TEST_CONFIG": str(tmp_path / "config.json"), "PESFLOW_TRUST_TEST_OUT": str(tmp_path / "probe.json"),
+           "PYTHONPATH": str(INSIDE)}
+    subprocess.run([sys.executable, str(INSIDE / "pesflow_probe.py")], env=env, check=True, timeout=120, capture_output=True)
+    got = json.loads((tmp_path / "probe.json").read_text())
+    names = {f[0] for f in got["findings"]}
+    assert got["checks"]["calls"] >= 1
+    assert names == set() if family is None else family in names, got
