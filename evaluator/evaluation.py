@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
-from evaluator.backends.base import Backend, GradeRequest, InfraError, Prepared
+from evaluator.backends.base import Backend, GradeRequest, GradeRun, InfraError, Prepared
 from evaluator.candidate import Candidate, CandidateError, CandidateSource, apply_diff, scope_violations
 from evaluator import modes
 from evaluator.backends.local import LocalBackend
@@ -60,6 +61,7 @@ class Evaluator:
         # Every task root and the logs are hidden from candidates, not only the graded package.
         self.backend = backend or make_backend(self.config, extra_hidden=[*task_roots(tasks_roots), self.log_root])
         self._prepared: dict[str, Prepared] = {}
+        self._oracles: dict[str, dict[str, str | None]] = {}  # the package's reference, read once (the probes compare to it)
         self.trust = TrustScreen(self.config.trust, Path(self.config.local.cache_dir).expanduser())
         self.dev_reference_dir = self.log_root / "dev-reference"  # a run keeps its own (agent/search.py)
         self._lock = threading.Lock()
@@ -133,9 +135,9 @@ class Evaluator:
         base["candidate_hash"] = Candidate(files=files).content_hash()
         timeout = self.config.timeout_sec or task.toml.verifier.timeout_sec
         screened = self._screened_files(task, prepared, mode, files, artifact)
-        scope_texts = {rel: self.backend.baseline_text(prepared, rel) for rel in task.scope if "*" not in rel}
-        scope_texts.update(screened)
-        baseline = {rel: self.backend.baseline_text(prepared, rel) for rel in scope_texts}
+        baseline = {rel: self.backend.baseline_text(prepared, rel) for rel in dict.fromkeys([
+            *(r for r in task.scope if "*" not in r), *screened])}
+        scope_texts = {**baseline, **screened}
         guard = self.trust.guard_config(mode, task.source_root, scope_texts, baseline, env)
         request = GradeRequest(files=files, grader=grader, env=env, reviewer_files=reviewer, timeout=timeout, out_dir=log_dir,
                                trust=guard)
@@ -146,25 +148,10 @@ class Evaluator:
         if run.infra_error:
             return finish(Verdict(status=Status.infra_error, message=run.infra_error, **base))
 
+        g = _Grading(task, prepared, mode, grader, device, env, files, screened, baseline, guard, log_dir)
+
         def judged(v: Verdict) -> Verdict:
-            """The trust stage: what the screens saw, beside the grader's figures (evaluator/trust/)."""
-            def prober(config: dict, tfiles: dict[str, Path], command: str, limit: float):
-                req = GradeRequest(files=files or {k: t for k, t in screened.items()}, grader="probe", env=env,
-                                   reviewer_files={}, timeout=limit, out_dir=log_dir / "probe",
-                                   trust={**(guard or {}), **config}, trust_files=tfiles, command=command)
-                (log_dir / "probe").mkdir(exist_ok=True)
-                return self.backend.grade(prepared, req)
-            v.trust = self.trust.judge(
-                mode=mode, task_key=f"{task.content_hash[:20]}-{grader}-{device or 'default'}", run=run, files=screened,
-                baseline=baseline, references=self._references(task, prepared, scope_texts, baseline), correct=v.correct and v.status == Status.ok,
-                speedup=v.speedup if v.speedup is not None else (v.dev.value if v.dev else None),
-                anchor=task.anchor.value if v.speedup is not None else None, prober=prober, log_dir=log_dir,
-                baseline_scale=v.speedup is not None)
-            if v.trust.suspect:
-                v.message += "; suspect: " + "; ".join(v.trust.reasons[:3])
-            elif v.trust.needs_review:
-                v.message += "; needs review: " + v.trust.reasons[0]
-            return v
+            return self._judge(g, run, v)
 
         if run.timed_out:
             return finish(judged(Verdict(status=Status.timeout, hard_fail_reasons=["timeout"],
@@ -216,6 +203,28 @@ class Evaluator:
         except (OSError, ValueError):
             return None
 
+    def _judge(self, g: "_Grading", run: GradeRun, v: Verdict) -> Verdict:
+        """The trust stage: what the screens saw, beside the grader's figures (evaluator/trust/)."""
+        def prober(config: dict, tfiles: dict[str, Path], command: str, limit: float) -> GradeRun:
+            (g.log_dir / "probe").mkdir(exist_ok=True)
+            req = GradeRequest(files=g.files or dict(g.screened), grader="probe", env=g.env, reviewer_files={}, timeout=limit,
+                               out_dir=g.log_dir / "probe", trust={**(g.guard or {}), **config}, trust_files=tfiles,
+                               command=command)
+            return self.backend.grade(g.prepared, req)
+
+        task, figure = g.task, v.speedup if v.speedup is not None else (v.dev.value if v.dev else None)
+        v.trust = self.trust.judge(
+            mode=g.mode, task_key=f"{task.content_hash[:20]}-{g.grader}-{g.device or 'default'}", run=run, files=g.screened,
+            baseline=g.baseline, references=self._references(task, g.prepared, {**g.baseline, **g.screened}, g.baseline),
+            correct=v.correct and v.status == Status.ok, speedup=figure,
+            anchor=task.anchor.value if v.speedup is not None else None, prober=prober, log_dir=g.log_dir,
+            baseline_scale=v.speedup is not None)
+        if v.trust.suspect:
+            v.message += "; suspect: " + "; ".join(v.trust.reasons[:3])
+        elif v.trust.needs_review:
+            v.message += "; needs review: " + v.trust.reasons[0]
+        return v
+
     def _screened_files(self, task: Task, prepared: Prepared, mode: str, files: dict[str, str | None],
                         artifact: Path | None) -> dict[str, str | None]:
         """The scope files as graded: the candidate's, or a reviewer's reference that the hidden
@@ -232,7 +241,12 @@ class Evaluator:
                     baseline: dict[str, str | None]) -> dict[str, list[str]]:
         """For each scope file (by its path in the sandbox): texts whose outputs the candidate's must
         match in the probes, the frozen baseline's first, then the package's oracle."""
-        oracle = self._screened_files(task, prepared, "oracle", {}, None)
+        with self._lock:
+            oracle = self._oracles.get(task.content_hash)
+        if oracle is None:
+            oracle = self._screened_files(task, prepared, "oracle", {}, None)
+            with self._lock:
+                self._oracles[task.content_hash] = oracle
         out: dict[str, list[str]] = {}
         for rel, text in scope_texts.items():
             texts = [t for t in (baseline.get(rel), oracle.get(rel)) if t and t != text]
@@ -247,6 +261,23 @@ class Evaluator:
         baseline = {rel: self.backend.baseline_text(prepared, rel) for rel in touched}
         after = apply_diff(source.diff or "", baseline)
         return {rel: text for rel, text in after.items() if text != baseline.get(rel)}
+
+
+@dataclass
+class _Grading:
+    """What one evaluation carries from the grading to the trust stage."""
+
+    task: Task
+    prepared: Prepared
+    mode: str
+    grader: str
+    device: str | None
+    env: dict[str, str]
+    files: dict[str, str | None]  # the candidate's changes, as applied
+    screened: dict[str, str | None]  # the scope files as graded (a reviewer's reference the grader applies, too)
+    baseline: dict[str, str | None]
+    guard: dict | None
+    log_dir: Path
 
 
 def check_device(task: Task, device: str | None) -> str | None:
