@@ -186,7 +186,8 @@ def _last_population(d: Path) -> list[dict[str, Any]]:
 
 def cell_trust(d: Path, best: dict[str, Any], pop: list[dict[str, Any]]) -> tuple[bool, dict[str, Any] | None]:
     """(counted, trust) of a cell's final grading, with a person's decision from its journal;
-    trust is None when nothing flagged it. A cell without a pick has nothing to distrust."""
+    trust is None when nothing flagged it nor a person reviewed it. A cell without a pick has
+    nothing to distrust."""
     if not best or best.get("id") is None:
         return True, None
     h = best.get("content_hash") or next((s.get("content_hash") for s in pop if s.get("id") == best["id"]), None)
@@ -195,7 +196,7 @@ def cell_trust(d: Path, best: dict[str, Any], pop: list[dict[str, Any]]) -> tupl
     if review:
         t = t.model_copy(update={"review": review})
     ok = is_result(t)
-    if ok and not review:
+    if ok and not (review or t.suspect or t.needs_review):
         return True, None
     return ok, {"suspect": t.suspect, "needs_review": t.needs_review, "reasons": t.reasons, "families": t.families,
                 "review": t.review}

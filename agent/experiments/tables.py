@@ -1,7 +1,8 @@
 """The tables of a baselines matrix: per method, over cells (mean ± sd of the reward, geometric
 mean of the speedup, ...), per task and per reward class, as Markdown, CSV and LaTeX. A cell whose
 final grading does not count (`counted` false: a suspect, one awaiting review, one a person
-rejected; evaluator.trust's is_result) is in no aggregate; its row names it, with a dagger."""
+rejected; evaluator.trust's is_result) is in no aggregate; its row names it, with a dagger (and
+one that counts but awaits a person's review, with a double dagger)."""
 
 from __future__ import annotations
 
@@ -35,18 +36,28 @@ def counted(r: dict[str, Any]) -> bool:
     return r.get("counted", True) is not False
 
 
-def left_out(r: dict[str, Any], per_task: bool) -> str:
-    """How a cell left out of the aggregates is named: † the seed (and task) and the families."""
+def awaiting(r: dict[str, Any]) -> bool:
+    """A counted cell whose final grading still awaits a person's review (the readers flag it)."""
     t = r.get("trust") or {}
+    return counted(r) and bool(t.get("needs_review")) and not t.get("review")
+
+
+def flag(r: dict[str, Any], per_task: bool) -> str:
+    """How a flagged cell is named: † left out, ‡ counted but awaiting review; the seed (and task)
+    and the families."""
+    t = r.get("trust") or {}
+    where = f"{'' if per_task else r['task'] + ' '}seed {r['seed']}"
+    if counted(r):
+        return f"‡ {where}: awaiting review"
     why = ", ".join(t.get("families") or []) or ("rejected by a person" if (t.get("review") or {}).get("decision") == "reject"
                                                  else "not counted")
-    return f"† {'' if per_task else r['task'] + ' '}seed {r['seed']}: {why}"
+    return f"† {where}: {why}"
 
 
 def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Over the cells given (the counted ones: method_table leaves the others out); None where none."""
     if not rows:
-        return {"tasks": 0, "n": 0, **{k: None for k, *_ in COLUMNS if k not in ("method", "tasks", "n", "left_out")}}
+        return {"tasks": 0, "n": 0, **{k: None for k, *_ in COLUMNS if k not in ("method", "tasks", "n", "flagged")}}
     rewards = [r["reward"] for r in rows]
     mean = statistics.fmean(rewards)
     return {
@@ -72,8 +83,9 @@ def grouped(rows: list[dict[str, Any]], key: Callable[[dict[str, Any]], Any]) ->
 
 def method_table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One aggregated row per method, in the order methods first appear, over its counted cells;
-    `left_out` holds the others."""
-    return [{"method": m, **aggregate([r for r in rs if counted(r)]), "left_out": [r for r in rs if not counted(r)]}
+    `left_out` holds the others, `flagged` those and the counted ones awaiting review."""
+    return [{"method": m, **aggregate([r for r in rs if counted(r)]), "left_out": [r for r in rs if not counted(r)],
+             "flagged": [r for r in rs if not counted(r) or awaiting(r)]}
             for m, rs in grouped(rows, lambda r: r["method"]).items()]
 
 
@@ -97,13 +109,13 @@ COLUMNS: list[tuple[str, str, str, Callable[[Any], str]]] = [
     ("hidden_scorings_mean", "hidden_scorings_mean", "hidden scorings (mean)", _dash(lambda v: f"{v:.2f}")),
     ("over_budget", "over_budget", "over budget", _dash(str)),
     ("wall_seconds_mean", "wall_seconds_mean", "wall s (mean)", _dash(lambda v: f"{v:.1f}")),
-    ("left_out", "left_out", "left out", str),  # formatted by _people_cells and to_csv (it needs the row)
+    ("flagged", "flagged", "flagged", str),  # formatted by _people_cells and to_csv (it needs the rows)
 ]
 NOTE = ("reward: mean ± sample sd over cells; speedup: geometric mean, a cell whose final candidate is not correct "
         "counted as 1x; correct: share of cells whose final candidate passed every correctness gate; "
         "hidden scorings: gradings spent against the task's submission budget (over budget: cells that spent more); "
-        "left out (†): cells whose final grading does not count (a suspect, awaiting review, or rejected by a person), "
-        "in no figure of the row, named with the trust families.")
+        "flagged: † cells whose final grading does not count (a suspect, or rejected by a person), in no figure of the "
+        "row, named with the trust families; ‡ cells that count but await a person's review (pesflow review).")
 
 
 def _people_cells(row: dict[str, Any], per_task: bool) -> list[str]:
@@ -111,8 +123,8 @@ def _people_cells(row: dict[str, Any], per_task: bool) -> list[str]:
     for key, _, head, fmt in COLUMNS:
         if not head or (per_task and key == "tasks"):
             continue
-        if key == "left_out":
-            out.append("; ".join(left_out(r, per_task) for r in row.get("left_out") or []) or "-")
+        if key == "flagged":
+            out.append("; ".join(flag(r, per_task) for r in row.get("flagged") or []) or "-")
         elif key == "reward_mean":
             out.append(f"{fmt(row['reward_mean'])} ± {fmt(row['reward_sd'])}" if row["reward_mean"] is not None else "-")
         else:
@@ -129,7 +141,7 @@ def to_csv(rows: list[dict[str, Any]]) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow([c[1] for c in COLUMNS])
     for r in rows:
-        r = {**r, "left_out": "; ".join(left_out(x, False) for x in r.get("left_out") or [])}
+        r = {**r, "flagged": "; ".join(flag(x, False) for x in r.get("flagged") or [])}
         # 12 significant digits: exact enough to recompute from, without float noise like 1001.2500000000003
         w.writerow(["" if r[k] is None else (f"{r[k]:.12g}" if isinstance(r[k], float) else r[k]) for k, *_ in COLUMNS])
     return buf.getvalue()

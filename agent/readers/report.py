@@ -25,7 +25,7 @@ from evaluator.verdict import SPEED_ONLY_GATES
 
 ASSETS = Path(__file__).resolve().parent / "report_assets"
 KIND_LABEL = {"improved": "correct, faster than the baseline", "slow": "correct, not faster",
-              "suspect": "suspect: an exploit's score, not counted", "needs_review": "awaiting review, not counted",
+              "suspect": "suspect: an exploit's score, not counted", "needs_review": "awaiting a person's review",
               "rejected": "rejected by a person, not counted", "hard_fail": "hard fail",
               "timeout": "timeout", "scope_violation": "scope violation", "grader_error": "grader error",
               "infra_error": "infrastructure error", "no_code": "no usable code", "unknown": "not graded / unknown"}

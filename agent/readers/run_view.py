@@ -151,11 +151,13 @@ def counts(c: dict[str, Any]) -> bool:
 
 
 def kind_of(c: dict[str, Any]) -> str:
+    t = c.get("trust") or {}
     if correct(c) and not counts(c):
-        t = c.get("trust") or {}
         if (t.get("review") or {}).get("decision") == "reject":
             return "rejected"
         return "suspect" if t.get("suspect") else "needs_review"
+    if correct(c) and t.get("needs_review") and not t.get("review"):
+        return "needs_review"  # counted or not (evaluator.trust's rule), flagged until a person decides
     if correct(c):
         return "improved" if (c.get("speedup") or 0) > 1.0 else "slow"
     return c["status"] if c["status"] in KINDS else "unknown"
