@@ -33,7 +33,7 @@ from agent.search.grading import Grading
 from agent.search.prompts import verdict_text
 from agent.search.session import start_run
 from evaluator.evaluation import Evaluator
-from evaluator.trust.findings import FAMILIES, Finding, Trust
+from evaluator.trust.findings import FAMILIES, Finding, Trust, is_result
 from evaluator.verdict import Status, Verdict
 from tests.conftest import FIXTURES, needs_root, toy_tasks_root
 from tests.llm_server import Reply, Request, ScriptedLLMServer
@@ -96,7 +96,9 @@ def seam_grading(monkeypatch) -> None:
 
 
 def search_config(tmp_path: Path, cache_dir: Path, server: ScriptedLLMServer, **sets: object):
-    items = ["llm.default=openai:test-model", f"llm.base_url={server.openai_base_url}", "loop.rounds=3", "loop.children=2",
+    # The toy's honest closed form is ~1000x, far past its oracle: the plausibility screen would
+    # ask for a review of it, a question these tests do not ask (the review's tests make their own).
+    items = ["evaluator.trust.plausibility_ratio=1e9", "llm.default=openai:test-model", f"llm.base_url={server.openai_base_url}", "loop.rounds=3", "loop.children=2",
              "loop.pipeline_depth=1", "loop.context_share=2", "population.islands=1", "population.exploration_ratio=0",
              "population.exploitation_ratio=1", f"run.out={tmp_path / 'traces'}", "run.quiet=true",
              f"evaluator.local.cache_dir={cache_dir}", "llm.backoff_base_sec=0.01", "llm.timeout_sec=20"]
@@ -113,6 +115,7 @@ def sol(id: str, speedup: float, trust: Trust | None = None, round: int = 1) -> 
 
 
 SUSPECT = Trust(suspect=True, reasons=["timer_replaced: time.perf_counter by toy/kernel.py:3"])
+REJECTED = Trust(review={"decision": "reject", "why": "hard-codes the dev sizes", "at": "t"})
 REVIEW = Trust(needs_review=True, reasons=["implausible_speedup: 1234.5x where the reference reaches 2.71828x"])
 
 
@@ -121,23 +124,33 @@ def exploit_population() -> Population:
     pop.add(sol("baseline", 1.0, round=0))
     pop.add(sol("honest", 2.0))
     pop.add(sol("cheat", 1234.5, SUSPECT))
-    pop.add(sol("too-good", 999.0, REVIEW))
+    pop.add(sol("rejected", 999.0, REJECTED))
     return pop
 
 
 def test_a_suspect_is_never_fitness_parent_inspiration_or_best():
     pop = exploit_population()
-    cheat, too_good = pop.get("cheat"), pop.get("too-good")
-    assert cheat.fitness is None and too_good.fitness is None and pop.get("honest").fitness == 2.0
+    cheat, rejected = pop.get("cheat"), pop.get("rejected")
+    assert cheat.fitness is None and rejected.fitness is None and pop.get("honest").fitness == 2.0
     assert pop.best().id == "honest" and [s.id for s in pop.top(5)] == ["honest", "baseline"]
     assert {s.id for s in pop.members(0)} == {"baseline", "honest"} and {s.id for s in pop.elites(0).values()} <= {"baseline", "honest"}
-    assert {"cheat", "too-good"} <= {s.id for s in pop.failures()}  # kept, as failures, for the summarizer
+    assert {"cheat", "rejected"} <= {s.id for s in pop.failures()}  # kept, as failures, for the summarizer
     rng = random.Random(0)
     for _ in range(200):
         parent, insp = pop.sample(0, rng)
-        assert parent.id not in ("cheat", "too-good") and not {s.id for s in insp} & {"cheat", "too-good"}
+        assert parent.id not in ("cheat", "rejected") and not {s.id for s in insp} & {"cheat", "rejected"}
     assert loongflow_solution(pop, cheat)["score"] == 0.0
     assert Population.from_dict(pop.to_dict()).get("cheat").trust.suspect  # a checkpoint keeps it
+
+
+def test_one_awaiting_review_follows_the_one_rule():
+    """Whether a needs_review grading counts is evaluator.trust's call (is_result); the population obeys it."""
+    pop = exploit_population()
+    pop.add(sol("too-good", 999.0, REVIEW))
+    counts = is_result(REVIEW)
+    assert (pop.get("too-good").fitness == 999.0) is counts and (pop.best().id == "too-good") is counts
+    text = verdict_text(pop.get("too-good"))
+    assert "2.718" not in text and ("999" in text) is counts  # the evidence holds the reference's figure: never said
 
 
 def test_a_review_accepts_one_back_and_rejects_one_out():
@@ -173,11 +186,12 @@ class OneAnswer:
 
 def test_prompts_show_no_forged_figure_and_the_lesson_names_the_family():
     pop = exploit_population()
-    cheat, too_good, honest = pop.get("cheat"), pop.get("too-good"), pop.get("honest")
+    honest, cheat = pop.get("honest"), pop.get("cheat")
+    too_good = sol("too-good", 999.0, REVIEW.model_copy(update={"review": {"decision": "reject", "why": "no", "at": "t"}}))
     text = verdict_text(cheat)
     assert "1234" not in text and "NOT COUNTED" in text and FAMILIES["timer_replaced"] in text and "perf_counter" in text
     review = verdict_text(too_good)
-    assert "999" not in review and "1234" not in review and "2.718" not in review and "review" in review
+    assert "999" not in review and "1234" not in review and "2.718" not in review and "implausible_speedup" in review
     ctx = roles.Context(instruction="Make sum_squares fast. " * 400, title="toy", scope=["toy/kernel.py"])
     planner = roles.planner_prompt(ctx, honest, [], [cheat, too_good], [])
     assert "timer_replaced" in planner and not re.search(r"1234|999\.0|2\.718", planner)
@@ -200,13 +214,15 @@ def row(method: str, seed: int, speedup: float, trust: dict | None = None) -> di
 
 def test_a_suspect_cell_is_flagged_and_in_no_aggregate():
     flagged = {"suspect": True, "families": ["timer_replaced"], "reasons": ["timer_replaced: x"], "review": None}
-    rows = [row("loop", 0, 2.0), row("loop", 1, 8.0), row("loop", 2, 1000.0, flagged), row("cheat", 0, 50.0, flagged)]
+    waits = {"suspect": False, "needs_review": True, "families": ["implausible_speedup"], "reasons": ["x"], "review": None}
+    rows = [row("loop", 0, 2.0), row("loop", 1, 8.0), row("loop", 2, 1000.0, flagged), row("cheat", 0, 50.0, flagged),
+            {**row("loop", 3, 4.0, waits), "counted": True}]
     table = method_table(rows)
     loop, cheat = table
-    assert loop["speedup_geomean"] == pytest.approx(4.0) and loop["n"] == 2 and len(loop["left_out"]) == 1
+    assert loop["speedup_geomean"] == pytest.approx(4.0) and loop["n"] == 3 and len(loop["left_out"]) == 1
     assert cheat["n"] == 0 and cheat["speedup_geomean"] is None and cheat["reward_mean"] is None
     md = to_markdown("t", table, per_task=True)
-    assert "† seed 2: timer_replaced" in md and "1000" not in md and "4.000x" in md
+    assert "† seed 2: timer_replaced; ‡ seed 3: awaiting review" in md and "1000" not in md and "4.000x" in md
     assert "| cheat | 0 | - |" in md
     assert "kfc/toy-sum seed 2: timer_replaced" in to_csv(table)
     assert aggregate([])["n"] == 0
@@ -271,10 +287,11 @@ def test_a_search_offered_exploits_ends_with_an_honest_best(exploit_run):
         if e["kind"] == "selection":
             assert e["data"]["parent_id"] not in cheats and not cheats & set(e["data"]["inspiration_ids"])
     assert not cheats & {b["best_id"] for b in run["best_by_round"]}
-    # run.json names each suspect grading, its grader and why
-    listed = {(s["candidate_id"], s["grader"], s["label"]): s for s in run["suspects"]}
+    # run.json names each suspect grading, its grader and why (and those awaiting review, where a screen says so)
+    listed = {(s["candidate_id"], s["grader"], s["label"]): s for s in run["suspects"] if s["suspect"]}
     assert set(listed) == {("r01-c1", "dev", "search"), ("r03-c1", "dev", "search"), ("r02-c1", "hidden", "final-hidden")}
-    assert all(s["suspect"] and not s["counts"] and s["reasons"] and len(s["content_hash"]) == 64 for s in run["suspects"])
+    assert all(not s["counts"] and s["reasons"] and len(s["content_hash"]) == 64 for s in listed.values())
+    assert all(s["needs_review"] and s["reasons"] for s in run["suspects"] if not s["suspect"])
     assert any(r.startswith("guard_evasion:") for r in listed[("r01-c1", "dev", "search")]["reasons"])
     assert listed[("r02-c1", "hidden", "final-hidden")]["reasons"][0].startswith("grader_sniffed:")
     # the journal's verdict events carry the trust verdict
@@ -302,4 +319,4 @@ def test_the_report_lists_each_suspect_and_why(exploit_run):
     assert "guard_evasion" in section and "grader_sniffed" in section and html.escape(FAMILIES["grader_sniffed"]) in section
     data = json.loads(re.search(r'id="pesflow-data">(.*?)</script>', page, re.S).group(1))
     kinds = {c["id"]: c["kind"] for c in data["candidates"]}
-    assert kinds["r01-c1"] == "suspect" and kinds["r02-c0"] == "improved" and data["best_id"] == "r02-c0"
+    assert kinds["r01-c1"] == "suspect" and kinds["r02-c0"] in ("improved", "needs_review") and data["best_id"] == "r02-c0"
