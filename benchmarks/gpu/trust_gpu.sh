@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One call on the GPU machine for the trust screen: the GPU cheats of benchmarks/gpu/trust_gpu.py
+# on the benchmark's own packages (JOB=cheats), or `pesflow tasks check` with the screen on over
+# the GPU packages NAMES lists (JOB=check), until the deadline. Carried in: .whl/ (pydantic for
+# the machine's python) and .bench/faibench-git.tgz (the benchmark checkout's .git at the pinned
+# commit, its origin the official URL: checked out there, the packages read as official).
+#   OUT=... JOB=cheats|check BUDGET_S=540 [SHARDS=3] [NAMES=file] bash benchmarks/gpu/trust_gpu.sh
+set -u
+OUT="${OUT:?set OUT}"
+DEADLINE=$(( $(date +%s) + ${BUDGET_S:-540} ))
+left() { echo $(( DEADLINE - $(date +%s) )); }
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  > "$OUT/pip.txt" 2>&1 || { echo "wheels did not install"; tail -n 5 "$OUT/pip.txt"; exit 1; }
+export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1
+mkdir -p /tmp/bench && tar xzf .bench/faibench-git.tgz -C /tmp/bench && git -C /tmp/bench read-tree -mu HEAD 2> "$OUT/checkout.txt"
+nvidia-smi -L > "$OUT/machine.txt" 2>&1
+SET=(--set evaluator.local.install_steps=skip)
+if [ "${JOB:-cheats}" = cheats ]; then
+  timeout "$(( $(left) - 10 ))" python3 benchmarks/gpu/trust_gpu.py --tasks-root /tmp/bench/tasks --out "$OUT/trust-gpu-a.jsonl" \
+    kfc/ssm-selective-scan-firstorder > "$OUT/cheats-a.txt" 2>&1 &
+  timeout "$(( $(left) - 10 ))" python3 benchmarks/gpu/trust_gpu.py --tasks-root /tmp/bench/tasks --out "$OUT/trust-gpu-b.jsonl" \
+    --cache-dir /tmp/cache-b kfc/merge-attn-states-combine > "$OUT/cheats-b.txt" 2>&1 &
+  wait
+  cat "$OUT"/cheats-*.txt | grep -v '^pesflow: '
+  exit 0
+fi
+mapfile -t names < "$NAMES"
+n=${SHARDS:-3}
+for i in $(seq 0 $((n - 1))); do
+  shard=()
+  for j in "${!names[@]}"; do [ $((j % n)) = "$i" ] && shard+=("${names[$j]}"); done
+  timeout "$(( $(left) - 20 ))" python3 -m agent.cli tasks check "${shard[@]}" --tasks-root /tmp/bench/tasks "${SET[@]}" \
+    --set "evaluator.local.cache_dir=/tmp/cache-$i" --out "$OUT/check-$i" > "$OUT/check-$i.txt" 2>&1 &
+done
+wait
+cat "$OUT"/check-*/results.jsonl > "$OUT/results.jsonl" 2>/dev/null
+grep -hv '^pesflow: ' "$OUT"/check-*.txt | tail -n 60
