@@ -43,6 +43,8 @@ def row(task: str, name: str, grader: str, v, seconds: float) -> dict:
 
 def fmt(r: dict) -> str:
     sp = "-" if r["speedup"] is None else f"{r['speedup']:.4g}"
+    if r["speedup"] is None and r.get("dev") and r["dev"].get("value") is not None:
+        sp = f"{r['dev'].get('key')}={r['dev']['value']:.4g}"  # a dev engine's own figure, raw
     rw = "-" if r["reward"] is None else f"{r['reward']:.3g}"
     return (f"{r['task']:<45} {r['candidate']:<36} {r['grader']:<6} {r['status']:<10} speedup {sp:>9} "
             f"reward {rw:>5} suspect {str(r['suspect']):<5} {'; '.join(r['reasons'])[:160]}"
