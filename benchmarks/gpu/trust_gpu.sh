@@ -12,7 +12,7 @@ left() { echo $(( DEADLINE - $(date +%s) )); }
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   > "$OUT/pip.txt" 2>&1 || { echo "wheels did not install"; tail -n 5 "$OUT/pip.txt"; exit 1; }
 export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1
-mkdir -p /tmp/bench && tar xzf .bench/faibench-git.tgz -C /tmp/bench && git -C /tmp/bench read-tree -mu HEAD 2> "$OUT/checkout.txt"
+mkdir -p /tmp/bench && tar xzf .bench/faibench-git.tgz -C /tmp/bench && git -C /tmp/bench reset -q --hard HEAD 2> "$OUT/checkout.txt"; ls /tmp/bench/tasks/kfc | wc -l >> "$OUT/checkout.txt"
 nvidia-smi -L > "$OUT/machine.txt" 2>&1
 SET=(--set evaluator.local.install_steps=skip)
 if [ "${JOB:-cheats}" = cheats ]; then
