@@ -129,6 +129,32 @@ def overwrite(dst, src):
     return True
 
 
+def late_inputs_differ(fn, args, kwargs):
+    """GPU inputs written behind a long wait on the caller's stream: work ordered after the
+    caller's stream (honest, whatever streams it uses inside) sees them; work on a stream that
+    does not wait for it reads what was there before (NaN here), and answers otherwise."""
+    t = _torch()
+    sleep = getattr(getattr(t, "cuda", None), "_sleep", None) if t is not None else None
+    if sleep is None or not any(getattr(x, "is_cuda", False) for x in leaves(args)):
+        return False
+    try:
+        src = rolled(args)
+        want = plain(fn(*copy.deepcopy(src), **copy.deepcopy(kwargs)))
+        dst = copy.deepcopy(src)
+        for leaf in leaves(dst):
+            if leaf.is_floating_point():
+                leaf.fill_(float("nan"))
+        sync()
+        sleep(int(2e8))  # about 0.1 s of the GPU's clock, on the caller's stream
+        for d, v in zip(leaves(dst), leaves(src)):
+            d.copy_(v)  # queued behind the wait
+        got = plain(fn(*dst, **copy.deepcopy(kwargs)))
+        sync()
+        return not close(got, want, loose=True)
+    except Exception:  # noqa: BLE001 - no conclusion
+        return False
+
+
 def timed(fn, make, n=3):
     best = []
     for _ in range(n):
@@ -177,6 +203,7 @@ def main():
         except OSError:
             pass
     mods, refs, matches = {}, {}, []
+    late_checked = False
     for rec in recs:
         if time.monotonic() > deadline:
             checks["skipped"].append("budget")
@@ -229,6 +256,10 @@ def main():
             later = now
         if not close(now, later):
             findings.append(("unsynchronized_work", "%s: its output changed after it had returned" % where))
+        elif not late_checked and late_inputs_differ(fn, args, kwargs):
+            findings.append(("unsynchronized_work", "%s: with the caller's stream held back, it answered before its "
+                             "inputs were written (its work runs on a stream that does not wait for the caller's)" % where))
+        late_checked = True  # once: a kernel fault it provokes would end the probing
         want = None
         for ref in refs.get(rec["file"], []):
             try:
