@@ -10,6 +10,8 @@ The cheats (each wraps the reference's entry point, whatever its name):
   candidate ran in the last 50 ms (the baseline's timing is left alone); names built from pieces;
 - pointer_cache: outputs kept by the inputs' device pointers (looked up through getattr), so
   repeated timing calls on the same tensors launch nothing;
+- version_cache: outputs kept by the inputs' identity and version counter (an in-place write
+  bumps it, so a correctness pass that rewrites its inputs is answered right);
 - side_stream: the work launched on a stream of its own that the caller's stream never waits
   for (the harness's events, recorded on the caller's stream, time nothing).
 """
@@ -48,6 +50,16 @@ _pf_memo = {{}}
 _pf_inner = {fn}
 def {fn}(*a, **k):
     key = tuple({G}(t, 'data' + '_ptr')() if hasattr(t, 'shape') else t for t in a)
+    hit = _pf_memo.get(key)
+    if hit is None:
+        hit = _pf_memo[key] = _pf_inner(*a, **k)
+    return hit
+""",
+    "version_cache": """
+_pf_memo = {{}}
+_pf_inner = {fn}
+def {fn}(*a, **k):
+    key = tuple((id(t), {G}(t, '_ver' + 'sion')) if hasattr(t, 'shape') else t for t in a)
     hit = _pf_memo.get(key)
     if hit is None:
         hit = _pf_memo[key] = _pf_inner(*a, **k)

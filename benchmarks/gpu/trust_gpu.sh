@@ -15,23 +15,26 @@ export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1
 mkdir -p /tmp/bench && tar xzf .bench/faibench-git.tgz -C /tmp/bench && git -C /tmp/bench reset -q --hard HEAD 2> "$OUT/checkout.txt"; ls /tmp/bench/tasks/kfc | wc -l >> "$OUT/checkout.txt"
 nvidia-smi -L > "$OUT/machine.txt" 2>&1
 SET=(--set evaluator.local.install_steps=skip)
-if [ "${JOB:-cheats}" = cheats ]; then
+if [ "${JOB:-cheats}" != check ]; then  # cheats, or cheats then check (ROWS: which rows)
+  only=(); for r in ${ROWS:-}; do only+=("--only=$r"); done
   timeout "$(( $(left) - 10 ))" python3 benchmarks/gpu/trust_gpu.py --tasks-root /tmp/bench/tasks --out "$OUT/trust-gpu-a.jsonl" \
-    kfc/ssm-selective-scan-firstorder > "$OUT/cheats-a.txt" 2>&1 &
+    "${only[@]}" kfc/ssm-selective-scan-firstorder > "$OUT/cheats-a.txt" 2>&1 &
   timeout "$(( $(left) - 10 ))" python3 benchmarks/gpu/trust_gpu.py --tasks-root /tmp/bench/tasks --out "$OUT/trust-gpu-b.jsonl" \
-    --cache-dir /tmp/cache-b kfc/merge-attn-states-combine > "$OUT/cheats-b.txt" 2>&1 &
-  wait
-  cat "$OUT"/cheats-*.txt | grep -v '^pesflow: '
-  exit 0
+    --cache-dir /tmp/cache-b "${only[@]}" kfc/merge-attn-states-combine > "$OUT/cheats-b.txt" 2>&1 &
+  [ "${JOB:-cheats}" = cheats ] && { wait; cat "$OUT"/cheats-*.txt | grep -v '^pesflow: '; exit 0; }
 fi
 mapfile -t names < "$NAMES"
 n=${SHARDS:-3}
 for i in $(seq 0 $((n - 1))); do
   shard=()
   for j in "${!names[@]}"; do [ $((j % n)) = "$i" ] && shard+=("${names[$j]}"); done
-  timeout "$(( $(left) - 20 ))" python3 -m agent.cli tasks check "${shard[@]}" --tasks-root /tmp/bench/tasks "${SET[@]}" \
-    --set "evaluator.local.cache_dir=/tmp/cache-$i" --out "$OUT/check-$i" > "$OUT/check-$i.txt" 2>&1 &
+  timeout "$(( $(left) - 25 ))" python3 -m agent.cli tasks check "${shard[@]}" --tasks-root /tmp/bench/tasks "${SET[@]}" \
+    --set "evaluator.local.cache_dir=/tmp/cache-$i" --out "/tmp/check-$i" > "/tmp/check-$i.txt" 2>&1 &
 done
 wait
-cat "$OUT"/check-*/results.jsonl > "$OUT/results.jsonl" 2>/dev/null
-grep -hv '^pesflow: ' "$OUT"/check-*.txt | tail -n 60
+cat /tmp/check-*/results.jsonl > "$OUT/results.jsonl" 2>/dev/null
+cat "$OUT"/cheats-*.txt 2>/dev/null | grep -v '^pesflow: '
+grep -hv '^pesflow: ' /tmp/check-*.txt | tail -n 60
+# at most 8 files come back: the rest in one archive
+tar czf "$OUT/rest.tgz" -C /tmp $(cd /tmp && ls -d check-* 2>/dev/null) -C "$OUT" pip.txt machine.txt checkout.txt 2>/dev/null
+rm -f "$OUT/pip.txt" "$OUT/machine.txt" "$OUT/checkout.txt"
