@@ -54,7 +54,9 @@ class TrustScreen:
             found, checks["runtime"] = runtime.read(run.trust_events, runtime.baseline_classes(baseline))
             findings += found
         reference = self.reference_speedup(task_key, anchor)
-        implausible = bool(speedup and reference and speedup > self.config.plausibility_ratio * reference)
+        # the oracle is the reference itself; an anchor at or below 1 is none (the format's own rule)
+        implausible = bool(mode != "oracle" and speedup and reference and reference > 1
+                           and speedup > self.config.plausibility_ratio * reference)
         checks["plausibility"] = {"speedup": speedup, "reference": reference, "ratio": self.config.plausibility_ratio,
                                   "implausible": implausible}
         # Probes for what could become a result: correct, and faster than the baseline (or of
@@ -92,7 +94,10 @@ class TrustScreen:
             name = f"input-{i}.pkl"
             (folder / name).write_bytes(blob)
             files[name] = folder / name
-            entries.append({**{k: r.get(k) for k in ("sha256", "fn", "module", "file", "n", "argv", "cwd", "sys_path")}, "name": name})
+            if len(blob) != int(r["size"]):  # cut short on its way out (a copy limit): not the candidate's doing
+                continue
+            entries.append({**{k: r.get(k) for k in ("sha256", "size", "fn", "module", "file", "n", "argv", "cwd", "sys_path")},
+                            "name": name})
         if not entries:
             return [], {"ran": False, "why": "the kept inputs did not come back"}
         refs: dict[str, list[str]] = {}
