@@ -38,11 +38,16 @@ def _torch():
     return sys.modules.get("torch")
 
 
+def on_gpu():
+    t = _torch()
+    return t is not None and getattr(t, "cuda", None) is not None and t.cuda.is_available() and t.cuda.is_initialized()
+
+
 def sync(device=True):
     """Wait for the GPU: the whole device, or only the caller's stream (what a caller that
     reads the output at once is owed; work left on another stream is not waited for)."""
-    t = _torch()
-    if t is not None and getattr(t, "cuda", None) is not None and t.cuda.is_available() and t.cuda.is_initialized():
+    if on_gpu():
+        t = _torch()
         t.cuda.synchronize() if device else t.cuda.current_stream().synchronize()
 
 
@@ -262,7 +267,7 @@ def main():
             t2 = time.perf_counter()
             if warm is None:  # the budget counts from here: imports and a JIT's first compile are not probing
                 warm = deadline = time.monotonic() + float(cfg.get("budget_sec", 10))
-            elif t2 - t1 > max(2e-4, 5 * (t1 - t0)):  # t1 - t0: the caller's stream and its copy
+            elif on_gpu() and t2 - t1 > max(2e-4, 5 * (t1 - t0)):  # t1 - t0: the caller's stream and its copy
                 findings.append(("unsynchronized_work", "%s: the GPU was still busy %.3g s after the caller's stream had "
                                  "finished (%.3g s)" % (where, t2 - t1, t1 - t0)))
         except TypeError as e:
