@@ -123,6 +123,7 @@ def test_honest_code_is_not_flagged_and_the_inputs_are_kept(tmp_path):
     ("import gc\ndef entry(x):\n    n = len(gc.get_objects())\n    return x\n", "gc_walked", "kernel.py:3"),
     ("import sys\ndef entry(x):\n    m = sys.modules['__main__']\n    m.fn = lambda y: y\n    return x\n", "harness_patched", "kernel.py:4"),
     ("import sys\ndef entry(x):\n    sys.modules['pesflow_guard'].x = 1\n    return x\n", "guard_evasion", "kernel.py:3"),
+    ("import sys\ndef entry(x):\n    n = len(sys.modules['__main__'].data)\n    return x\n", "grader_sniffed", "kernel.py:3"),
     ("class Lazy:\n    def __init__(s, x):\n        s.x = x\n    def __array__(s, *a, **k):\n        return s.x\n"
      "def entry(x):\n    return Lazy(x)\n", "lazy_output", None),
 ])

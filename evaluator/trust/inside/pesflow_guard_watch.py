@@ -83,6 +83,21 @@ def install(g):
             note_write(self, name, None, deleted=True)
             types.ModuleType.__delattr__(self, name)
 
+    class Harness(Watched):
+        """The grader's own module: the candidate reading its state (which pass runs, what it
+        expects) is sniffing the grader, whatever it then does with it."""
+
+        def __getattribute__(self, name):
+            if not getattr(local, "busy", False):
+                local.busy = True
+                try:
+                    f = culprit(2)
+                    if f is not None:
+                        finding("grader_sniffed", "read the harness's %s.%s" % (types.ModuleType.__getattribute__(self, "__name__"), name), f)
+                finally:
+                    local.busy = False
+            return types.ModuleType.__getattribute__(self, name)
+
     prints = {}  # (module name, attr) -> id of the value seen
     watched_ids = set()
 
@@ -92,7 +107,7 @@ def install(g):
         watched_ids.add(id(mod))
         if type(mod) is types.ModuleType:
             try:
-                mod.__class__ = Watched
+                mod.__class__ = Harness if harness_module(mod) else Watched
             except TypeError:
                 pass
         name = getattr(mod, "__name__", "?")
