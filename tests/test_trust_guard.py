@@ -40,13 +40,15 @@ def guarded(tmp_path: Path, kernel: str, harness: str = HARNESS, argv: tuple[str
     pkg = tmp_path / "repo"
     (pkg / "submission").mkdir(parents=True, exist_ok=True)
     (pkg / "submission" / "__init__.py").write_text("")
+    (pkg / "submission" / "helpers.py").write_text("OFFSET = 0\n")
     src = textwrap.dedent(kernel)
     (pkg / "submission" / "kernel.py").write_text(src)
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)
     cfg = {"candidate_paths": {"submission/kernel.py": str(pkg / "submission" / "kernel.py")},
            "candidate_hashes": {hashlib.sha256(src.encode()).hexdigest(): "submission/kernel.py"},
-           "baseline_hashes": {}, "mode_vars": ["KERNELBENCH_VERIFY_MODE"], "out_dir": str(out), "record": True}
+           "baseline_hashes": {}, "mode_vars": ["KERNELBENCH_VERIFY_MODE"], "out_dir": str(out), "record": True,
+           "source_root": str(pkg)}
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     (tmp_path / "harness.py").write_text(harness.format(pkg=str(pkg)))
     env = {**os.environ, "PESFLOW_TRUST_TEST_CONFIG": str(tmp_path / "config.json"), "PYTHONPATH": str(INSIDE),
@@ -72,6 +74,7 @@ def families(events: list[dict]) -> dict[str, list[str]]:
 
 HONEST = """
 import functools, warnings, dataclasses, typing, logging, os, time
+from submission import helpers  # the repository's own module beside the scope file: honest to read
 import numpy as np
 _cache = {}
 N = int(os.environ.get("OMP_NUM_THREADS", "1"))
@@ -89,7 +92,7 @@ def plan(n):
     return Cfg(block=64 if n > 100 else 8)
 
 def entry(x):
-    cfg = plan(x.shape[0])
+    cfg = plan(x.shape[0] + helpers.OFFSET)
     if x.shape not in _cache:
         _cache[x.shape] = np.empty_like(x)
         warnings.warn("first call for this shape")

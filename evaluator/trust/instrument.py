@@ -40,6 +40,7 @@ def guard_config(source_root: str, scope_texts: dict[str, str | None], baseline:
         "candidate_hashes": {sha256(t): rel for rel, t in scope_texts.items() if t is not None},
         "baseline_hashes": {sha256(t): rel for rel, t in baseline.items() if t is not None and t != scope_texts.get(rel)},
         "mode_vars": sorted(k for k in env if k not in NOT_MODE_VARS),
+        "source_root": source_root,
         "out_dir": OUT_DIR,
         # kept inputs per process: under the 64 MiB a file the backends copy out whole
         "max_record_bytes": 16 << 20, "max_records_bytes": 48 << 20,

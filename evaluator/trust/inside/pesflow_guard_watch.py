@@ -51,6 +51,16 @@ def install(g):
         real = os.path.realpath(fn)
         return not (real.startswith(system_roots) or "/site-packages/" in real or "/dist-packages/" in real)
 
+    source_root = (g["cfg"].get("source_root") or "/app/repo").rstrip("/") + "/"
+
+    def grader_module(mod):
+        """The grader's code proper (its scripts and harness), not the repository's own modules
+        the candidate's code builds on: reading those is honest."""
+        if not harness_module(mod):
+            return False
+        fn = getattr(mod, "__file__", None)
+        return not (fn and os.path.realpath(fn).startswith(source_root))
+
     def family_for(modname, attr):
         if attr in _TIMER_NAMES or modname in ("time", "timeit") or modname.startswith(_TIMER_MODULES[2:]):
             return "timer_replaced"
@@ -59,6 +69,8 @@ def install(g):
     def note_write(mod, name, value, deleted=False):
         if getattr(local, "busy", False):
             return
+        if isinstance(value, types.ModuleType) and getattr(value, "__name__", "") == "%s.%s" % (getattr(mod, "__name__", ""), name):
+            return  # the import system binding a submodule to its package
         local.busy = True
         try:
             f = culprit(3)
@@ -107,7 +119,7 @@ def install(g):
         watched_ids.add(id(mod))
         if type(mod) is types.ModuleType:
             try:
-                mod.__class__ = Harness if harness_module(mod) else Watched
+                mod.__class__ = Harness if grader_module(mod) else Watched
             except TypeError:
                 pass
         name = getattr(mod, "__name__", "?")
