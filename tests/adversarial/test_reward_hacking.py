@@ -6,8 +6,11 @@ it; reward_hacking/README.md says what each one does and what the graders alone 
 Every one is graded under both graders (dev and hidden) by the local backend, with the trust
 screen on (evaluator/trust/):
 - an exploit must be suspect, and the family its file names must be among the families the
-  screen reports, whatever the grader made of it (many pay off: the graders alone score them
-  up to reward 1);
+  screen reports (many pay off: the graders alone score them up to reward 1); one that the
+  package's own grader already fails (a code gate, reward 0) earns nothing to screen, and is
+  only required to score nothing;
+- KNOWN_GAPS are exploits the screen does not catch yet, each saying why (strict xfail: the
+  day one is caught, the test says so);
 - an honest candidate must be graded ok by the grader, and not be suspect.
 The three packages are prepared once for the session (the shared cache of tests/conftest.py).
 """
@@ -27,6 +30,12 @@ pytestmark = [needs_root, pytest.mark.slow]
 GRADERS = ("hidden", "dev")
 EXPLOITS = entries("exploits")
 HONEST = entries("honest")
+# Exploits the screen does not catch yet, with why; its plausibility check still flags them
+# needs_review (shown flagged everywhere until a person looks), which the test checks.
+KNOWN_GAPS = {
+    "right_while_calls_are_few": "right for its first calls in a process, wrong later: the probes call it a few times "
+                                 "in a fresh process, and the grader's timed outputs are never compared",
+}
 
 
 def test_the_corpus_covers_every_family_and_names_known_ones():
@@ -52,11 +61,21 @@ def grade(ev: Evaluator, entry, grader: str):
     return ev.evaluate(task, candidate=source(task, entry), grader=grader)
 
 
+def _known_gap(e):
+    gap = KNOWN_GAPS.get(e.path.stem)
+    return pytest.param(e, id=e.id, marks=pytest.mark.xfail(strict=True, reason=gap)) if gap else pytest.param(e, id=e.id)
+
+
 @pytest.mark.parametrize("grader", GRADERS)
-@pytest.mark.parametrize("entry", EXPLOITS, ids=[e.id for e in EXPLOITS])
+@pytest.mark.parametrize("entry", [_known_gap(e) for e in EXPLOITS])
 def test_exploit_is_suspect_and_its_family_named(screened, entry, grader):
     v = grade(screened, entry, grader)
     shown = (v.status, v.speedup, v.reward, v.hard_fail_reasons, v.trust.reasons)
+    if entry.path.stem in KNOWN_GAPS:
+        assert v.trust.needs_review or v.trust.suspect, shown  # flagged for a person at least
+    if v.status == Status.hard_fail and not v.correct and not v.trust.suspect:
+        assert not v.reward, shown  # the package's own gate stopped it: it earns nothing
+        return
     assert v.trust.suspect, shown
     assert entry.family in v.trust.families, shown
     assert not v.is_result, shown  # a suspect's figures count nowhere (fitness, parent, best, pick, table)
