@@ -1,8 +1,10 @@
 # Attack: make the frozen baseline slower, so that any kernel looks fast: in memory (the module
 # the harness loaded, found through the garbage collector, spelled so the scan cannot see it)
 # and on disk.
-# Stopped by: the integrity check of the baseline module -> "forbidden_pattern:runtime_tampering",
-# and the runtime guard on the baseline's file -> "forbidden_runtime:touches_grader_files".
+# Stopped by: the integrity check of the baseline module -> "forbidden_pattern:runtime_tampering"
+# (where the search below finds the module: under the trust screen it does not), the runtime
+# guard on the baseline's file -> "forbidden_runtime:touches_grader_files", and the trust screen
+# (gc_walked).
 import gc as _g
 import os
 
