@@ -155,13 +155,15 @@ def install(g):
     cand_seen = [False]
 
     # ------------------------------------------------------------ argv and the grader's variables
-    def reads_argv(what):
+    def reads_argv(what, named=None):
+        """`named`: only when the candidate's code names it (a literal of the reading frame), so
+        that copying the whole environment for a compiler it starts is not a read of it."""
         if getattr(local, "busy", False):
             return
         local.busy = True
         try:
             f = culprit(3, hops=True)
-            if f is not None:
+            if f is not None and (named is None or named in f.f_code.co_consts):
                 finding("grader_sniffed", "read " + what, f)
         finally:
             local.busy = False
@@ -198,12 +200,12 @@ def install(g):
         class Env(base):
             def __getitem__(self, key):
                 if grader_var(key):
-                    reads_argv("the grader's variable " + str(key))
+                    reads_argv("the grader's variable " + str(key), named=key)
                 return base.__getitem__(self, key)
 
             def __contains__(self, key):
                 if grader_var(key):
-                    reads_argv("the grader's variable " + str(key))
+                    reads_argv("the grader's variable " + str(key), named=key)
                 return base.__contains__(self, key)
         return Env
 
