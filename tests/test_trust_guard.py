@@ -154,6 +154,9 @@ PROBE_CASES = {
                     "    def fill():\n        time.sleep(0.005)\n        out[:] = x.cumsum()\n"
                     "    threading.Thread(target=fill).start()\n    return out\n", "unsynchronized_work"),
     "generator": ("def entry(x):\n    return (v for v in x.cumsum())\n", "lazy_output"),
+    # keyed on identity and on values an in-place rewrite changes: only the timings tell
+    "sampled_key_cache": ("import numpy as np\n_m = {}\ndef entry(x):\n    k = (id(x), int(x[0]), int(x[-1]), int(x[len(x) // 2]))\n"
+                          "    if k not in _m:\n        _m[k] = np.sort(np.tile(x, 200))[::200].copy()\n    return _m[k]\n", "output_cached"),
 }
 
 
