@@ -138,6 +138,15 @@ def test_each_way_of_cheating_is_named_where_it_happens(tmp_path, kernel, family
         assert any(line in ev for ev in found[family]), found[family]
 
 
+def test_threads_left_running_call_after_call_are_named_and_a_joined_pool_is_not(tmp_path):
+    left = ("import threading, time\ndef entry(x):\n    out = x * 0\n"
+            "    threading.Thread(target=lambda: (time.sleep(0.05), out.__setitem__(slice(None), x))).start()\n    return out\n")
+    assert "unsynchronized_work" in families(guarded(tmp_path / "left", left))
+    pool = ("from concurrent.futures import ThreadPoolExecutor\n_pool = ThreadPoolExecutor(2)\n"
+            "def entry(x):\n    parts = list(_pool.map(lambda h: h.cumsum(), [x[:1000], x[1000:]]))\n    return parts[0]\n")
+    assert families(guarded(tmp_path / "pool", pool)) == {}
+
+
 def test_without_a_config_the_guard_does_nothing(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "PESFLOW_TRUST_TEST_CONFIG"}
     env["PYTHONPATH"] = str(INSIDE)

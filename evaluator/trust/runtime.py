@@ -34,6 +34,7 @@ def read(events: list[dict[str, Any]], contract_classes: set[str]) -> tuple[list
     with_candidate = {e.get("pid") for e in events if e.get("kind") == "module" and e.get("role") == "candidate"}
     calls: dict[str, int] = {}
     lazy_seen: set[str] = set()
+    left: dict[str, list[int]] = {}  # fn -> the sampled calls after its first that left threads running
     for e in events:
         kind = e.get("kind")
         if kind == "finding" and isinstance(e.get("family"), str):
@@ -41,11 +42,18 @@ def read(events: list[dict[str, Any]], contract_classes: set[str]) -> tuple[list
         elif kind == "call" and e.get("role") == "candidate":
             fn = str(e.get("fn"))
             calls[fn] = max(calls.get(fn, 0), int(e.get("n") or 0))
+            if int(e.get("threads_left") or 0) > 0 and int(e.get("n") or 0) > 1:
+                left.setdefault(fn, []).append(int(e["n"]))
             lazy = e.get("unplain")
             if lazy and fn not in lazy_seen and (str(lazy) in LAZY_BUILTINS or str(lazy).rsplit(".", 1)[-1] not in contract_classes):
                 lazy_seen.add(fn)
                 findings.append(Finding(family="lazy_output", evidence=f"{fn} returned a {lazy} (call {e.get('n')})",
                                         screen="runtime"))
+    for fn, ns in left.items():
+        # a pool's workers start once; a thread still running after call after call is work left behind
+        if len(ns) >= 2:
+            findings.append(Finding(family="unsynchronized_work", screen="runtime",
+                                    evidence=f"{fn} left threads running when it returned (calls {', '.join(map(str, ns[:5]))})"))
     checks = {"processes": len(processes), "candidate_processes": len(with_candidate),
               "ended": len(ended & processes), "sampled_calls": calls, "events": len(events),
               "via_socket": sum(1 for e in events if e.get("via") == "socket")}
