@@ -265,8 +265,9 @@ def test_a_candidate_cannot_plant_programs_for_the_reset(dev, folder):
     check = f"import os\nPROBE = [os.path.exists(p) for p in ('/opt/trojan-leak', '{folder}/rm')]\n"
     second = dev.evaluate("kfc/toy-sum", candidate=probe(check), grader="hidden")
     assert second.raw["probe"] == [False, False]
-    names = [json.loads((Path(v.log_dir) / "limits.json").read_text())["container_gradings"] for v in (first, second)]
-    assert names[1] == names[0] + 1  # the same container
+    seen = [json.loads((Path(v.log_dir) / "limits.json").read_text()) for v in (first, second)]
+    # the same container, graded in again (the trust probes may have graded in it between)
+    assert seen[1]["container"] == seen[0]["container"] and seen[1]["container_gradings"] > seen[0]["container_gradings"]
 
 
 @pytest.mark.slow
@@ -443,7 +444,8 @@ def test_warm_against_cold_containers(engine_url, tmp_path):
         names[warm] = [(Path(v.log_dir) / "limits.json").read_text() for v in vs]
         ev.close()
     assert names[True][0].split('"container_gradings"')[0] == names[True][1].split('"container_gradings"')[0]
-    assert '"container_gradings": 2' in names[True][1] and '"container_gradings": 1' in names[False][1]
+    count = {w: [json.loads(t)["container_gradings"] for t in names[w]] for w in names}
+    assert count[True][1] > count[True][0] and count[False] == [1, 1]  # reused (probes grade in it too) / new each time
 
 
 def test_a_cgroup_file_is_read_from_this_host_only_for_the_named_container():
