@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.config import EvaluatorConfig, LocalConfig
+from evaluator.config import EvaluatorConfig, LocalConfig, TrustConfig
 from evaluator.evaluation import Evaluator
 from evaluator.hardware import gpu_available
 from evaluator.package_check import run_checks
@@ -43,7 +43,9 @@ def variants(root: Path) -> dict[str, Path]:
 def test_each_package_gets_its_class_with_evidence_and_a_stopped_check_resumes(tmp_path, cache_dir):
     root = tmp_path / "tasks"
     made = variants(root)
-    ev = Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache_dir))), tasks_roots=[root], log_root=tmp_path / "g")
+    # the classes alone: a traced-events metric counts the trust guard's watcher in the first calls
+    ev = Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache_dir)), trust=TrustConfig(enabled=False)),
+                   tasks_roots=[root], log_root=tmp_path / "g")
     tasks = [load_task(f"kfc/toy-{n}", [root]) for n in made]
     seen: list[tuple[str, bool]] = []
     checks = run_checks(ev, tasks, ("hidden",), tmp_path / "out", on_done=lambda c, reused: seen.append((c.task, reused)))

@@ -3,7 +3,7 @@ it): at the 1st, 2nd, 4th, 8th, ... call of each of the candidate's functions, t
 the values returned and the inputs, kept for the probes after the grader and written out at
 exit. Standard library only; Python 3.8+."""
 
-_SAMPLED = 3  # the harness's first calls of a function in a process are watched (warm-ups, the first timed)
+_SAMPLED = 64  # calls 1, 2, 4, ..., 64 of a function in a process are watched (a pass that checks, then times)
 _SAMPLE_LIMIT = 1 << 16  # a function that cannot become itself: calls 1, 2, 4, ..., 65536
 _KEEP = 6  # records kept per entry point and process
 EXPORTS = ("records", "kind", "wrapper", "entry_module_class", "after_exec", "at_exit")
@@ -44,9 +44,9 @@ def install(g):
         return None
 
     def wrapper(fn, role_name, module):
-        """What the harness gets for `fn`: for its first _SAMPLED calls, a watcher; then `fn`'s
-        own code in the same function object (so later calls, the timed ones, run exactly as
-        unwatched: no extra frame, nothing a tracing grader could count)."""
+        """What the harness gets for `fn`: for its first _SAMPLED calls, a watcher (of calls 1, 2,
+        4, ...; the others pass straight through); then `fn`'s own code in the same function
+        object, so later calls run exactly as unwatched (no extra frame, nothing to count)."""
         fid = "%s:%s" % (module.__name__, fn.__name__)
         state = {"n": 0}
 
@@ -66,8 +66,8 @@ def install(g):
             state["n"] += 1
             i = state["n"]
             if i == _SAMPLED and not become():
-                state["sparse"] = True
-            if state.get("sparse") and (i & (i - 1) or i > _SAMPLE_LIMIT):
+                state["sparse"] = True  # it stays a watcher: calls past _SAMPLED are sampled up to _SAMPLE_LIMIT
+            if i & (i - 1) or i > _SAMPLE_LIMIT:
                 return fn(*a, **k)
             return sampled(i, a, k)
         state["step"] = step
