@@ -3,8 +3,7 @@ it): at the 1st, 2nd, 4th, 8th, ... call of each of the candidate's functions, t
 the values returned and the inputs, kept for the probes after the grader and written out at
 exit. Standard library only; Python 3.8+."""
 
-_SAMPLED = 64  # calls 1, 2, 4, ..., 64 of a function in a process are watched (a pass that checks, then times)
-_SAMPLE_LIMIT = 1 << 16  # a function that cannot become itself: calls 1, 2, 4, ..., 65536
+_SAMPLE_LIMIT = 1 << 16  # sampled calls: 1, 2, 4, ..., 65536
 _KEEP = 6  # records kept per entry point and process
 EXPORTS = ("records", "kind", "wrapper", "entry_module_class", "after_exec", "at_exit")
 
@@ -44,33 +43,15 @@ def install(g):
         return None
 
     def wrapper(fn, role_name, module):
-        """What the harness gets for `fn`: for its first _SAMPLED calls, a watcher (of calls 1, 2,
-        4, ...; the others pass straight through); then `fn`'s own code in the same function
-        object, so later calls run exactly as unwatched (no extra frame, nothing to count)."""
+        n = [0]
         fid = "%s:%s" % (module.__name__, fn.__name__)
-        state = {"n": 0}
 
-        def template(*a, _pesflow_state=None, **k):
-            return _pesflow_state["step"](a, k)
-        w = types.FunctionType(template.__code__, fn.__globals__, fn.__name__)
-        w.__kwdefaults__ = {"_pesflow_state": state}
-
-        def become():
-            try:
-                w.__code__, w.__defaults__, w.__kwdefaults__ = fn.__code__, fn.__defaults__, fn.__kwdefaults__
-                return True
-            except (ValueError, TypeError):  # a closure of its own: stays watched, sampled sparsely
-                return False
-
-        def step(a, k):
-            state["n"] += 1
-            i = state["n"]
-            if i == _SAMPLED and not become():
-                state["sparse"] = True  # it stays a watcher: calls past _SAMPLED are sampled up to _SAMPLE_LIMIT
+        def call(*a, **k):
+            n[0] += 1
+            i = n[0]
             if i & (i - 1) or i > _SAMPLE_LIMIT:
                 return fn(*a, **k)
             return sampled(i, a, k)
-        state["step"] = step
 
         def sampled(i, a, k):
             sweep()
@@ -93,10 +74,10 @@ def install(g):
             return out
         try:
             import functools  # slow to import in every interpreter: only once the guard is on
-            functools.update_wrapper(w, fn)
+            functools.update_wrapper(call, fn)
         except Exception:  # noqa: BLE001
             pass
-        return w
+        return call
 
     def entry_module_class(role_name):
         cache = {}
@@ -131,7 +112,7 @@ def install(g):
         if r == "candidate":
             cand_seen[0] = True
             emit("module", role=r, name=module.__name__, file=fn)
-        if r == "candidate" and type(module) is types.ModuleType:  # the baseline's calls are never touched
+        if type(module) is types.ModuleType:
             try:
                 module.__class__ = entry_module_class(r)
             except TypeError:
