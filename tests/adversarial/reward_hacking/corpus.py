@@ -9,7 +9,8 @@ Layout (one folder per package, named `<bench>__<dir>`):
 
 Every file starts with a comment block of `# Key: value` lines (a value may go on over the
 following `#   ` lines): Attack (or Why, for an honest one), Family (exploits only; one of
-evaluator.trust.findings.FAMILIES), Entry (the scope file it is appended to, when the package
+evaluator.trust.findings.FAMILIES, or several joined by ` | ` when the cheat truly is each of
+them, the first the one it was written for), Entry (the scope file it is appended to, when the package
 has more than one) and Grader alone (what the package's graders score it without the screen,
 measured here).
 """
@@ -38,7 +39,11 @@ class Entry:
 
     @property
     def family(self) -> str | None:
-        return self.fields.get("family")
+        return self.families[0] if self.families else None
+
+    @property
+    def families(self) -> tuple[str, ...]:
+        return tuple(f.strip() for f in (self.fields.get("family") or "").split("|") if f.strip())
 
     @property
     def id(self) -> str:
