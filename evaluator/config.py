@@ -27,6 +27,9 @@ class LocalConfig(_Strict):
     disk_mb: int = Field(4096, ge=0)
     max_output_mb: int = Field(64, ge=1)
     stray_processes: Literal["fail", "kill"] = "fail"
+    # cgroups handed to an ordinary user (a v2 folder it owns, or v1 folders per controller) for
+    # the rootless sandbox's memory and process limits; empty: its own cgroup where it owns it
+    cgroup_parents: list[str] = Field(default_factory=list)
 
 
 class DockerConfig(_Strict):
@@ -47,9 +50,11 @@ class ModalConfig(_Strict):
     app_name: str = "pesflow-grading"
     image: Literal["dockerfile", "registry"] = "dockerfile"
     gpu: str = "H100"
+    exact_gpu: bool = True  # "H100!": Modal may otherwise serve a request on a faster type (a timing elsewhere)
     cpu: float | None = Field(None, gt=0)
     memory_mb: int | None = Field(None, gt=0)
     startup_timeout_sec: float = Field(600, gt=0)
+    queue_timeout_sec: float = Field(600, gt=0)  # a sandbox not scheduled by then (quota, capacity): one line, exit 3
     cache_dir: str = "~/.cache/pesflow"
     max_log_bytes: int = Field(2 << 20, gt=4096)
 

@@ -9,7 +9,14 @@ the fallbacks are weaker and say so in `Plan.warnings`:
 - memory: RLIMIT_AS (address space, not resident memory; skipped for GPU tasks, whose
   drivers reserve far more address space than they use);
 - processes: the sandbox's pid namespace is counted by polling /proc. Root ignores
-  RLIMIT_NPROC, so that limit would protect nothing.
+  RLIMIT_NPROC, so that limit would protect nothing; an ordinary user's sandbox (a user
+  namespace, evaluator/isolation.py) gets RLIMIT_NPROC set inside its namespace, where it
+  counts that namespace's own processes and threads only, and the count is polled to name it.
+
+An ordinary user makes groups only under a cgroup handed to it (`Limits.cgroup_parents`: a
+folder it owns, e.g. under systemd's user manager), or under its own cgroup where that is
+writable by it; `Plan.mechanisms` says which mechanism holds each limit (limits.json keeps
+it), and `Plan.unenforced` names a limit nothing holds (a rootless GPU grading's memory).
 
 The checks return the names a verdict carries: `out_of_memory`, `too_many_processes`
 (and `host_out_of_memory`, which is the machine's trouble, not the candidate's).
@@ -39,6 +46,7 @@ class Limits:
     memory_mb: int | None = None  # resident memory (page cache and tmpfs files included)
     pids: int | None = None  # processes + threads at once
     gpu: bool = False  # no RLIMIT_AS fallback for GPU work
+    cgroup_parents: tuple[str, ...] = ()  # cgroups handed to an ordinary user (v2 groups, or v1 per controller)
 
 
 def cgroups_of(pid: int | str = "self") -> dict[str, str]:
@@ -113,8 +121,27 @@ class Support:
     pids: tuple[str, Path] | None
 
 
-@lru_cache(maxsize=1)
-def detect() -> Support:
+def _owned(parent: Path) -> bool:
+    """May this (non-root) process make a group under `parent` and move itself into it?"""
+    return os.access(parent, os.W_OK | os.X_OK) and os.access(parent / "cgroup.procs", os.W_OK)
+
+
+def _given(parents: tuple[str, ...], controller: str, v1_files: tuple[str, ...], v2_files: tuple[str, ...]) -> tuple[str, Path] | None:
+    """The first of `parents` (cgroups handed to a user) that gives `controller`."""
+    for raw in parents:
+        d = Path(raw)
+        if not _owned(d):
+            continue
+        if (d / "cgroup.controllers").exists():  # v2
+            if controller in _read(d / "cgroup.controllers").split() and _v2_enable(d, controller) and _probe(d, v2_files):
+                return ("v2", d)
+        elif _probe(d, v1_files):  # a v1 group of this controller's own hierarchy
+            return ("v1", d)
+    return None
+
+
+@lru_cache(maxsize=8)
+def detect(parents: tuple[str, ...] = ()) -> Support:
     def find(controller: str, v1_files: tuple[str, ...], v2_files: tuple[str, ...]) -> tuple[str, Path] | None:
         d = _v1_dir(controller)
         if d is not None and _probe(d, v1_files):
@@ -126,7 +153,13 @@ def detect() -> Support:
         return None
 
     if os.geteuid() != 0:
-        return Support(None, None)
+        # An ordinary user: only groups handed to it, then its own cgroup where it owns it.
+        def given(controller: str, v1_files: tuple[str, ...], v2_files: tuple[str, ...]) -> tuple[str, Path] | None:
+            own = [d for d in (_v1_dir(controller), _v2_dir()) if d is not None]
+            return _given((*parents, *map(str, own)), controller, v1_files, v2_files)
+
+        return Support(memory=given("memory", ("memory.limit_in_bytes", "memory.oom_control"), ("memory.max", "memory.events")),
+                       pids=given("pids", ("pids.max",), ("pids.max", "pids.events")))
     return Support(
         memory=find("memory", ("memory.limit_in_bytes", "memory.oom_control"), ("memory.max", "memory.events")),
         pids=find("pids", ("pids.max",), ("pids.max", "pids.events")),
@@ -183,27 +216,41 @@ class Plan:
     groups: dict[str, tuple[str, Path]] = field(default_factory=dict)  # "memory"/"pids" -> (version, dir)
     rlimit_as_mb: int | None = None
     poll_pids: int | None = None  # count the pid namespace instead of a pids group
+    rlimit_nproc: int | None = None  # rootless: RLIMIT_NPROC inside the user namespace (root ignores it)
     warnings: list[str] = field(default_factory=list)
+    mechanisms: dict[str, str] = field(default_factory=dict)  # limit -> what holds it (limits.json)
+    unenforced: list[str] = field(default_factory=list)  # limits nothing holds: named in the verdict's message
 
     @classmethod
     def make(cls, limits: Limits) -> "Plan":
         plan = cls(limits)
-        support = detect()
+        support = detect(tuple(limits.cgroup_parents))
+        rootless = os.geteuid() != 0
         tag = f"pesflow-{os.getpid()}-{uuid.uuid4().hex[:12]}"  # the owner's pid: a sweep can tell a dead one's
         if limits.memory_mb:
             if support.memory is not None:
                 plan._group("memory", support.memory, tag)
+                plan.mechanisms["memory"] = f"cgroup-{support.memory[0]}"
             elif limits.gpu:
                 plan.warnings.append("no usable cgroup memory controller: this GPU grading runs without a memory limit")
+                plan.mechanisms["memory"] = "none"
+                plan.unenforced.append("memory")
             else:
                 plan.rlimit_as_mb = limits.memory_mb
                 plan.warnings.append("no usable cgroup memory controller: memory held by RLIMIT_AS (address space) instead")
+                plan.mechanisms["memory"] = "rlimit_as"
         if limits.pids:
             if support.pids is not None:
                 plan._group("pids", support.pids, tag)
+                plan.mechanisms["pids"] = f"cgroup-{support.pids[0]}"
+            elif rootless:
+                plan.rlimit_nproc = plan.poll_pids = limits.pids
+                plan.warnings.append("no usable cgroup pids controller: processes held by RLIMIT_NPROC in the user namespace")
+                plan.mechanisms["pids"] = "rlimit_nproc"
             else:
                 plan.poll_pids = limits.pids
                 plan.warnings.append("no usable cgroup pids controller: processes counted by polling /proc instead")
+                plan.mechanisms["pids"] = "poll"
         try:
             plan._write_limits()
         except OSError as e:
@@ -248,6 +295,12 @@ class Plan:
             return argv
         return ["/bin/sh", "-c", "; ".join(lines) + '; exec "$@"', "pesflow-limits", *argv]
 
+    def inner_lines(self) -> str:
+        """Shell lines run first inside the namespaces (a user namespace's own RLIMIT_NPROC: set
+        outside, it would count every process of the user, other gradings' too). Hard and soft:
+        raising a hard limit needs CAP_SYS_RESOURCE outside the namespace, which nothing there has."""
+        return f"ulimit -u {int(self.rlimit_nproc)} || exit 98\n" if self.rlimit_nproc else ""
+
     # while it runs -----------------------------------------------------------
     def counters(self) -> dict[str, int]:
         """Kernel counts of limit hits so far: OOM kills, refused forks."""
@@ -271,7 +324,9 @@ class Plan:
             return HOST_OUT_OF_MEMORY if peak is not None and limit and peak < 0.9 * limit else OUT_OF_MEMORY
         if c["pids_max"]:
             return TOO_MANY_PROCESSES
-        if self.poll_pids and pid1 and count_namespace(pid1) > self.poll_pids:
+        if self.rlimit_nproc and pid1 and count_namespace(pid1, threads=True) >= self.rlimit_nproc - 1:
+            return TOO_MANY_PROCESSES  # at the rlimit: the kernel is refusing its forks
+        if self.poll_pids and not self.rlimit_nproc and pid1 and count_namespace(pid1) > self.poll_pids:
             return TOO_MANY_PROCESSES
         return None
 
@@ -332,9 +387,9 @@ def _sweep(parent: Path) -> int:
     return removed
 
 
-def sweep_leftovers() -> int:
+def sweep_leftovers(parents: tuple[str, ...] = ()) -> int:
     """Every group a killed pesflow left, on each controller this machine lets pesflow use."""
-    support = detect()
+    support = detect(tuple(parents))
     return sum(_sweep(where[1]) for where in dict.fromkeys(w for w in (support.memory, support.pids) if w))
 
 
@@ -363,8 +418,9 @@ def same_process(pid: int, start: str | None) -> bool:
     return pid_alive(pid) and (start is None or process_start(pid) == start)
 
 
-def count_namespace(pid1: int) -> int:
-    """Processes in the pid namespace whose init has host pid `pid1` (0 when it is gone)."""
+def count_namespace(pid1: int, threads: bool = False) -> int:
+    """Processes (with `threads`, their threads too: what RLIMIT_NPROC counts) in the pid
+    namespace whose init has host pid `pid1` (0 when it is gone)."""
     try:
         ns = os.readlink(f"/proc/{pid1}/ns/pid")
     except OSError:
@@ -374,7 +430,7 @@ def count_namespace(pid1: int) -> int:
         if entry.name.isdigit():
             try:
                 if os.readlink(f"/proc/{entry.name}/ns/pid") == ns:
-                    n += 1
+                    n += len(os.listdir(f"/proc/{entry.name}/task")) if threads else 1
             except OSError:
                 pass
     return n

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from evaluator import isolation
+from evaluator.isolation import Isolation
 from evaluator.limits import OUTPUT_LIMIT, LimitError, Limits, Plan
 
 POLL_SEC = 0.1  # how often the limits are looked at while a grading runs
@@ -69,13 +71,18 @@ class SandboxResult:
     killed: str | None = None  # the named reason it was stopped: timeout, out_of_memory, too_many_processes, ...
     usage: dict = field(default_factory=dict)  # peaks the limits saw (memory, processes, output bytes)
     warnings: list[str] = field(default_factory=list)  # limits that fell back to a weaker mechanism
+    mechanisms: dict[str, str] = field(default_factory=dict)  # limit -> what held it (cgroup-v2, rlimit_nproc, ...)
+    unenforced: list[str] = field(default_factory=list)  # limits nothing on this machine held
 
 
-def check_available() -> None:
+def check_available() -> Isolation:
+    """How this process makes the namespaces (evaluator/isolation.py: root, or a user namespace)."""
     if shutil.which("unshare") is None:
         raise SandboxUnavailable("the local backend needs `unshare` (util-linux); install it (apt-get install util-linux)")
-    if os.geteuid() != 0:
-        raise SandboxUnavailable("the local backend needs root for mount and pid namespaces; run as root or use --backend docker")
+    try:
+        return isolation.current()
+    except isolation.IsolationError as e:
+        raise SandboxUnavailable(str(e)) from None
 
 
 class BoundedSink:
@@ -109,22 +116,21 @@ class BoundedSink:
 def run(script: str, *, network: bool, timeout: float, env: dict[str, str] | None = None, max_output: int = 1 << 20,
         limits: Limits | None = None, watch: Callable[[int], str | None] | None = None, grace: float = 0.0,
         max_output_total: int | None = None) -> SandboxResult:
-    """Run `script` (bash) as root in new mount+pid namespaces (and a net namespace with only
+    """Run `script` (bash) as root (a mapped root in a user namespace, for an ordinary user) in new mount+pid namespaces (and a net namespace with only
     loopback unless `network`); stop it all at `timeout`, at a broken limit, when `watch`
     (given the namespace's init, as a host pid) names a reason, or past `max_output_total`
     bytes of output. A stop first sends SIGUSR1 to the namespace's init and waits `grace`
     seconds for it to finish (when `grace` > 0), then kills the whole tree."""
-    check_available()
+    iso = check_available()
     if _stopping.is_set():
         raise Interrupted()
-    argv = ["unshare", "--mount", "--pid", "--fork", "--kill-child=SIGKILL", "--propagation", "private"]
-    if not network:
-        argv.append("--net")
-    argv += ["--uts", "--ipc", "bash", "-c", script]  # host name and SysV IPC stay the host's own
     try:
         plan = Plan.make(limits) if limits is not None else None
     except LimitError as e:
         raise SandboxUnavailable(str(e)) from None
+    # limits held inside the namespace (rootless: RLIMIT_NPROC counts the namespace's own processes there)
+    inner = plan.inner_lines() if plan is not None else ""
+    argv = [*iso.unshare(network), "bash", "-c", inner + script]
     if plan is not None:
         argv = plan.wrap(argv)
     # SIGKILL when the thread that started it dies, pesflow killed included (set in the child by
@@ -184,11 +190,13 @@ def run(script: str, *, network: bool, timeout: float, env: dict[str, str] | Non
         reader.join(timeout=5)
         usage: dict = {"output_bytes": sink.total}
         warnings: list[str] = []
+        mechanisms: dict[str, str] = {}
+        unenforced: list[str] = []
         if plan is not None:
             # A limit broken in the last moments, the grading ending on its own anyway.
             killed = killed or plan.breach(None)
             usage.update(plan.usage())
-            warnings = plan.warnings
+            warnings, mechanisms, unenforced = plan.warnings, plan.mechanisms, plan.unenforced
             left = plan.remove()
             if left:
                 usage["killed_after_exit"] = len(left)
@@ -196,7 +204,7 @@ def run(script: str, *, network: bool, timeout: float, env: dict[str, str] | Non
         raise Interrupted()
     return SandboxResult(
         returncode=proc.returncode, timed_out=killed == "timeout", seconds=time.monotonic() - start,
-        output=sink.text(), killed=killed, usage=usage, warnings=warnings,
+        output=sink.text(), killed=killed, usage=usage, warnings=warnings, mechanisms=mechanisms, unenforced=unenforced,
     )
 
 

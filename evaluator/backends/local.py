@@ -25,15 +25,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evaluator import sandbox
+from evaluator import isolation, sandbox
 from evaluator.backends.base import GradeRequest, GradeRun, InfraError, Prepared, command_for
 from evaluator.backends.local_build import READY, Build, last_line
-from evaluator.backends.local_folders import grading_folder, sweep_folders
+from evaluator.backends.local_folders import grading_folder, remove_tree, sweep_folders
 from evaluator.backends.local_root import Layout, RootError, RootPlan, bind_lines, make_identity, make_skeleton, script
 from evaluator.backends.standin import StandIn, StandInError, discover, stand_in_fault
 from evaluator.config import LocalConfig
 from evaluator.hardware import gpu_mounts
-from evaluator.limits import DISK_QUOTA, HOST_OUT_OF_MEMORY, Limits, sweep_leftovers
+from evaluator.limits import DISK_QUOTA, HOST_OUT_OF_MEMORY, OUT_OF_MEMORY, Limits, sweep_leftovers
 from evaluator.task import BUNDLED_TASKS, NOT_IN_IMAGE, Task, package_hash
 from evaluator.trust import collect, instrument
 from evaluator.verdict import read_reward_file
@@ -51,8 +51,10 @@ class LocalBackend:
         self.config = config or LocalConfig()
         self.writable = list(writable)  # evaluator.writable_paths
         self.cache = Path(cache_dir or self.config.cache_dir).expanduser().resolve() / "local"
-        # Never shown to a candidate, even when the stand-in python's paths would hold them.
-        self.private = [PESFLOW_TREE, self.cache.parent, *(Path(p).resolve() for p in extra_hidden)]
+        # Never shown to a candidate, even when the stand-in python's paths would hold them (a
+        # folder holding one is left out whole: an ordinary user's home, e.g., is never bound).
+        self.private = [PESFLOW_TREE, self.cache.parent, *(Path(p).resolve() for p in extra_hidden),
+                        *(Path(p).expanduser() for p in HOME_SECRETS)]
         self._swept = False
 
     # ---------------------------------------------------------------- helpers
@@ -72,7 +74,19 @@ class LocalBackend:
         h = hashlib.sha256()
         h.update(package_hash(task.root, exclude_top=NOT_IN_IMAGE).encode())
         h.update(f"{BACKEND_VERSION} {self.stand_in().python} {self.config.install_steps}".encode())
+        iso = self.isolation()
+        if iso.rootless:  # root's key stays as it was: its layers already prepared stay valid
+            h.update(f" sandbox={iso.key}".encode())
         return h.hexdigest()[:20]
+
+    def isolation(self) -> isolation.Isolation:
+        try:
+            return sandbox.check_available()
+        except sandbox.SandboxUnavailable as e:
+            raise InfraError(str(e)) from None
+
+    def _parents(self) -> tuple[str, ...]:
+        return tuple(str(Path(p).expanduser()) for p in self.config.cgroup_parents)
 
     def _identity(self) -> Path:
         return make_identity(self.cache / "identity")
@@ -81,7 +95,7 @@ class LocalBackend:
         """Remove what a killed pesflow left (grading folders nobody holds, their processes,
         cgroups); one line saying so, or None when there was nothing."""
         folders, procs = sweep_folders(self.cache)
-        groups = sweep_leftovers()
+        groups = sweep_leftovers(self._parents())
         if not (folders or groups or procs):
             return None
         return (f"pesflow: removed what an interrupted grading left behind: {folders} sandbox folder(s), "
@@ -89,10 +103,7 @@ class LocalBackend:
 
     # ---------------------------------------------------------------- prepare
     def prepare(self, task: Task) -> Prepared:
-        try:
-            sandbox.check_available()
-        except sandbox.SandboxUnavailable as e:
-            raise InfraError(str(e)) from None
+        iso = self.isolation()
         if not self._swept:
             self._swept = True
             note = self.sweep()
@@ -105,14 +116,15 @@ class LocalBackend:
             fcntl.flock(lock, fcntl.LOCK_EX)
             meta_path = home / "meta.json"
             if meta_path.is_file():
-                meta = json.loads(meta_path.read_text())
+                meta = _with_sandbox(json.loads(meta_path.read_text()), iso)
                 return Prepared(task=task, key=key, seconds=0.0, cached=True, warnings=meta["warnings"], state=meta)
             start = time.monotonic()
-            shutil.rmtree(home, ignore_errors=True)
+            remove_tree(home)
             for d in ("upper", "work", "root"):
                 (home / d).mkdir(parents=True)
             try:
-                meta = Build(task, home, self.config, self.stand_in(), self.layout(None), self._identity(), BACKEND_VERSION).run()
+                meta = Build(task, home, self.config, self.stand_in(), self.layout(None), self._identity(), BACKEND_VERSION,
+                             overlay_options=iso.overlay_options).run()
             except (InfraError, RootError) as e:
                 shutil.rmtree(home / "upper", ignore_errors=True)
                 raise InfraError(str(e)) from None
@@ -121,6 +133,7 @@ class LocalBackend:
             tmp = home / "meta.json.tmp"
             tmp.write_text(json.dumps(meta, indent=1))
             tmp.replace(meta_path)
+            meta = _with_sandbox(meta, iso)
             return Prepared(task=task, key=key, seconds=meta["seconds"], cached=False, warnings=meta["warnings"], state=meta)
 
     def baseline_text(self, prepared: Prepared, rel: str) -> str | None:
@@ -140,7 +153,7 @@ class LocalBackend:
         scratch = c.disk_mb or None
         if scratch and memory:
             scratch = max(64, min(scratch, memory // 2))
-        return Limits(memory_mb=memory, pids=c.max_pids or None, gpu=task.gpus > 0), scratch
+        return Limits(memory_mb=memory, pids=c.max_pids or None, gpu=task.gpus > 0, cgroup_parents=self._parents()), scratch
 
     def grade(self, prepared: Prepared, request: GradeRequest) -> GradeRun:
         with grading_folder(self.cache / prepared.key / "runs") as run_dir:  # a later pesflow removes it if we are killed
@@ -152,6 +165,7 @@ class LocalBackend:
         for d in ("seed", "scratch", "root", "out"):
             (run_dir / d).mkdir()
         limits, scratch_mb = self.limits_for(task)
+        iso = self.isolation()
         scratch = run_dir / "scratch"
         _write_files(run_dir / "seed", task.source_root, request.files, home / "upper")
         env = {**meta["env"], "HOME": "/root", **request.env}
@@ -167,11 +181,12 @@ class LocalBackend:
             binds.append((run_dir / "trust-in", instrument.CONFIG_DIR))
         try:
             plan = RootPlan(layout=self.layout(task, env["HOME"]), image=home / "upper", skeleton=run_dir / "skel",
-                            identity=self._identity(), root=run_dir / "root", trust=trust)
+                            identity=self._identity(), root=run_dir / "root", trust=trust,
+                            overlay_options=iso.overlay_options)
             for _, dest in binds_rw:  # folders made on the scratch once it exists: their mount points now
                 (plan.skeleton / dest.lstrip("/")).mkdir(parents=True, exist_ok=True)
             make_skeleton(plan.skeleton, plan.layout, binds)
-            root_lines = plan.grading_lines(scratch, _gpu_devices() if task.gpus else [])
+            root_lines = plan.grading_lines(scratch, isolation.readable_devices(_gpu_devices()) if task.gpus else [])
         except RootError as e:
             return GradeRun(None, -1, False, 0.0, "", infra_error=str(e))
         command, results = command_for(request, prepared)
@@ -181,8 +196,9 @@ class LocalBackend:
         bulk = [(scratch / "trust-out", run_dir / "trust-out")] if trust else []
         body = (
             sandbox.scratch_script(scratch, scratch_mb, run_dir / "seed")
-            + script(root_lines + bind_lines(run_dir / "root", binds, self.config.hide_paths, binds_rw))
-            + "echo pesflow > /proc/sys/kernel/hostname\n"
+            + script(root_lines + bind_lines(run_dir / "root", binds, [os.path.expanduser(p) for p in self.config.hide_paths],
+                                             binds_rw))
+            + iso.hostname_line("pesflow", self.stand_in().python)
             + f"echo {READY}\n"
             + sandbox.supervised_command(
                 sandbox.chroot_command(run_dir / "root", env, meta["workdir"], command, ["/bin/bash", "-c"],
@@ -218,17 +234,18 @@ class LocalBackend:
                 break
         (request.out_dir / "grader_output.log").write_text(res.output)
         breach = res.killed if res.killed != "timeout" else None
-        breach = breach or _scratch_full(status, scratch_mb)
+        breach = breach or _scratch_full(status, scratch_mb) or _address_space_full(res, status)
         strays = status.get("strays", "").split()
         report = {"limits": {"memory_mb": limits.memory_mb, "pids": limits.pids, "disk_mb": scratch_mb,
                              "output_mb": self.config.max_output_mb, "timeout_sec": request.timeout},
                   "killed": res.killed, "breach": breach, "strays": strays, "usage": res.usage,
                   "signalled": status.get("signalled") or ("USR1" if status.get("stopped") and not res.killed else None),
                   "scratch_used_bytes": _int(status.get("scratch_used")), "warnings": res.warnings,
-                  "writable": plan.layout.writable, "host_areas": plan.layout.areas}
+                  "writable": plan.layout.writable, "host_areas": plan.layout.areas,
+                  "sandbox": iso.mode, "mechanisms": _mechanisms(res, scratch_mb), "unenforced": res.unenforced}
         (request.out_dir / "limits.json").write_text(json.dumps(report, indent=1))
         logs_text = _logs_text(request.out_dir / "logs")
-        notes = _read_only_notes(res.output + logs_text, plan.layout.writable)
+        notes = _read_only_notes(res.output + logs_text, plan.layout.writable) + _unenforced_notes(res.unenforced, iso)
         if res.killed != "timeout":
             reasons = [breach] if breach else []
             if strays and self.config.stray_processes == "fail":
@@ -274,6 +291,35 @@ class LocalBackend:
         pass
 
 
+def _with_sandbox(meta: dict[str, Any], iso: isolation.Isolation) -> dict[str, Any]:
+    """The verdict's environment names the sandbox that graded (root, or rootless: a user namespace)."""
+    meta["environment"] = {**(meta.get("environment") or {}), "sandbox": iso.mode}
+    return meta
+
+
+def _mechanisms(res: sandbox.SandboxResult, scratch_mb: int | None) -> dict[str, str]:
+    """What held each limit of the grading (limits.json): the plan's, and pesflow's own watches."""
+    return {**res.mechanisms, "disk": "tmpfs" if scratch_mb else "none", "output": "pesflow", "timeout": "pesflow"}
+
+
+def _address_space_full(res: sandbox.SandboxResult, status: dict[str, str]) -> str | None:
+    """Under RLIMIT_AS (no memory cgroup) an allocation past the limit fails rather than being
+    killed: a grader that died of it (MemoryError, ENOMEM) broke its memory limit."""
+    if res.mechanisms.get("memory") != "rlimit_as" or status.get("grader_rc") in (None, "0"):
+        return None
+    text = res.output
+    return OUT_OF_MEMORY if "MemoryError" in text or "Cannot allocate memory" in text else None
+
+
+def _unenforced_notes(unenforced: list[str], iso: isolation.Isolation) -> list[str]:
+    if not unenforced:
+        return []
+    how = "hand pesflow a cgroup (evaluator.local.cgroup_parents)" if iso.rootless else "enable the cgroup controller"
+    return [f"unenforced_limit: nothing on this machine held the grading's {', '.join(unenforced)} limit "
+            f"(sandbox: {iso.mode}); {how}"]
+
+
+HOME_SECRETS = ("~/.ssh", "~/.aws", "~/.config", "~/.gnupg", "~/.docker", "~/.netrc", "~/.kube")
 STOP_GRACE_SEC = 10.0  # a stopped grading's init gets this long to kill the rest and copy its logs out
 BACKGROUND_PROCESS = "background_process"
 SANDBOX_TAMPERING = "sandbox_tampering"

@@ -51,10 +51,11 @@ class Build:
     """One replay of a Dockerfile into a prepared layer."""
 
     def __init__(self, task: Task, home: Path, config: LocalConfig, stand_in: StandIn, layout: Layout, identity: Path,
-                 version: str):
+                 version: str, overlay_options: str = ""):
         self.task, self.home, self.config, self.stand_in, self.version = task, home, config, stand_in, version
         self.upper = home / "upper"
-        self.plan = RootPlan(layout=layout, image=self.upper, skeleton=home / "skel", identity=identity, root=home / "root")
+        self.plan = RootPlan(layout=layout, image=self.upper, skeleton=home / "skel", identity=identity, root=home / "root",
+                             overlay_options=overlay_options)
         make_skeleton(self.plan.skeleton, layout)
         self.log = open(home / "build.log", "w")
         self.warnings: list[str] = []

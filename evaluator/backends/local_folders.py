@@ -42,11 +42,30 @@ def grading_folder(runs: Path) -> Iterator[Path]:
         try:
             yield folder
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_tree(folder)
             if not folder.exists():  # else the lock file stays: a later sweep sees an unheld folder
                 lock.unlink(missing_ok=True)
     finally:
         os.close(fd)
+
+
+def remove_tree(path: Path) -> None:
+    """rmtree that also takes folders left mode 000: overlay's workdir/work, made by a mapped
+    root in a user namespace, is the user's own on disk but unreadable to it outside."""
+    def fix(func, p, _exc) -> None:
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            if os.path.isdir(p) and not os.path.islink(p):
+                os.chmod(p, 0o700)
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                os.unlink(p)
+        except OSError:
+            pass
+
+    shutil.rmtree(path, onerror=fix)
+    if path.exists():
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def sweep_folders(cache: Path) -> tuple[int, int]:
@@ -72,7 +91,7 @@ def sweep_folders(cache: Path) -> tuple[int, int]:
             if not folder.is_dir():
                 continue  # its grading removed it while we looked
             procs += kill_rooted_in(folder)
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_tree(folder)
             if not folder.exists():
                 lock.unlink(missing_ok=True)
                 folders += 1

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evaluator.backends.standin import StandIn, outermost, within
+from evaluator.isolation import whiteout
 from evaluator.sandbox import checked, q
 
 # Host folders an image's base provides (each where it exists on this host).
@@ -115,7 +116,7 @@ def make_identity(dest: Path) -> Path:
             p.unlink()
         except FileNotFoundError:
             pass
-        os.mknod(p, stat.S_IFCHR | 0o600, os.makedev(0, 0))
+        whiteout(p)
     (etc / "hostname").unlink()
     (etc / "hostname").write_text(HOSTNAME + "\n")
     (etc / "hosts").unlink()
@@ -141,6 +142,7 @@ class RootPlan:
     identity: Path
     root: Path
     trust: Path | None = None  # the guard's files at each site-packages folder (evaluator/trust/instrument.py), on top
+    overlay_options: str = ""  # appended to every overlay's options (evaluator/isolation.py: userxattr, rootless)
 
     @property
     def image_areas(self) -> Path:
@@ -181,12 +183,12 @@ class RootPlan:
         """A replay step's root: everything writable into the package's layer."""
         r = q(self.root)
         lines = ["set -e", f"mkdir -p {q(work)}/base",
-                 f"mount -t overlay overlay -o {q(f'lowerdir={_opt(self.skeleton)},upperdir={_opt(self.image)},workdir={_opt(work)}/base')} {r}"]
+                 f"mount -t overlay overlay -o {q(f'lowerdir={_opt(self.skeleton)},upperdir={_opt(self.image)},workdir={_opt(work)}/base{self.overlay_options}')} {r}"]
         regions = []
         for i, area in enumerate(self.layout.areas):
             lowers = self._lowers(area, image=False)
             upper = self.image_at(area)
-            opts = f"lowerdir={':'.join(lowers)},upperdir={_opt(upper)},workdir={_opt(work)}/{i}"
+            opts = f"lowerdir={':'.join(lowers)},upperdir={_opt(upper)},workdir={_opt(work)}/{i}{self.overlay_options}"
             regions.append((area, [f"mkdir -p {q(upper)} {q(work)}/{i} {self._target(area)}",
                                    f"mount -t overlay overlay -o {q(opts)} {self._target(area)}"]))
         regions += [(p, ls) for p, ls in _build_specials(r)]
@@ -197,23 +199,24 @@ class RootPlan:
         the grading's scratch (made by sandbox.scratch_script), /dev, /sys and /proc hardened."""
         r = q(self.root)
         top = f"{_opt(self.trust)}:" if self.trust is not None else ""
-        lines = ["set -e", f"mount -t overlay overlay -o {q(f'lowerdir={top}{_opt(self.image)}:{_opt(self.skeleton)}')} {r}"]
+        lines = ["set -e", f"mount -t overlay overlay -o {q(f'lowerdir={top}{_opt(self.image)}:{_opt(self.skeleton)}{self.overlay_options}')} {r}"]
         regions: list[tuple[str, list[str]]] = []
         for path in self.layout.areas:  # a mount point under /tmp is made on the scratch, others exist
-            regions.append((path, [f"mkdir -p {self._target(path)}", *_read_only(self._lowers(path), self._target(path))]))
+            regions.append((path, [f"mkdir -p {self._target(path)}",
+                                   *_read_only(self._lowers(path), self._target(path), self.overlay_options)]))
         s = q(scratch)
         for i, path in enumerate(self.layout.writable):
             upper, work = f"{scratch}/upper{path}", f"{scratch}/work/w{i}"
-            opts = f"lowerdir={':'.join(self._lowers(path))},upperdir={_opt(upper)},workdir={_opt(work)}"
+            opts = f"lowerdir={':'.join(self._lowers(path))},upperdir={_opt(upper)},workdir={_opt(work)}{self.overlay_options}"
             regions.append((path, [f"mkdir -p {q(upper)} {q(work)}", f"mount -t overlay overlay -o {q(opts)} {self._target(path)}"]))
         regions += _grading_specials(r, s, devices)
         return lines + [ln for _, ls in sorted(regions, key=lambda x: _depth(x[0])) for ln in ls]
 
 
-def _read_only(lowers: list[str], target: str) -> list[str]:
+def _read_only(lowers: list[str], target: str, extra: str = "") -> list[str]:
     if len(lowers) == 1:
         return [f"mount --bind {q(lowers[0])} {target}", f"mount -o remount,bind,ro {target}"]
-    return [f"mount -t overlay overlay -o {q('lowerdir=' + ':'.join(lowers))} {target}"]
+    return [f"mount -t overlay overlay -o {q('lowerdir=' + ':'.join(lowers) + extra)} {target}"]
 
 
 def _build_specials(r: str) -> list[tuple[str, list[str]]]:
