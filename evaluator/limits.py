@@ -217,6 +217,8 @@ class Plan:
     rlimit_as_mb: int | None = None
     poll_pids: int | None = None  # count the pid namespace instead of a pids group
     rlimit_nproc: int | None = None  # rootless: RLIMIT_NPROC inside the user namespace (root ignores it)
+    poll_rss_mb: int | None = None  # rootless without a memory group: the namespace's resident memory, polled
+    rss_peak: int = 0
     warnings: list[str] = field(default_factory=list)
     mechanisms: dict[str, str] = field(default_factory=dict)  # limit -> what holds it (limits.json)
     unenforced: list[str] = field(default_factory=list)  # limits nothing holds: named in the verdict's message
@@ -235,6 +237,15 @@ class Plan:
                 plan.warnings.append("no usable cgroup memory controller: this GPU grading runs without a memory limit")
                 plan.mechanisms["memory"] = "none"
                 plan.unenforced.append("memory")
+            elif rootless:
+                # A failed allocation under RLIMIT_AS is an exception a grader may swallow (and then
+                # report the candidate's import failure): so the namespace's resident memory is
+                # polled against the limit, which names the stop, and RLIMIT_AS at twice the limit
+                # is the backstop between two polls.
+                plan.rlimit_as_mb, plan.poll_rss_mb = 2 * limits.memory_mb, limits.memory_mb
+                plan.warnings.append("no usable cgroup memory controller: resident memory polled, RLIMIT_AS (address space) "
+                                     "at twice the limit")
+                plan.mechanisms["memory"] = "poll_rss+rlimit_as"
             else:
                 plan.rlimit_as_mb = limits.memory_mb
                 plan.warnings.append("no usable cgroup memory controller: memory held by RLIMIT_AS (address space) instead")
@@ -324,8 +335,13 @@ class Plan:
             return HOST_OUT_OF_MEMORY if peak is not None and limit and peak < 0.9 * limit else OUT_OF_MEMORY
         if c["pids_max"]:
             return TOO_MANY_PROCESSES
-        if self.rlimit_nproc and pid1 and count_namespace(pid1, threads=True) >= self.rlimit_nproc - 1:
-            return TOO_MANY_PROCESSES  # at the rlimit: the kernel is refusing its forks
+        if (self.rlimit_nproc or self.poll_rss_mb) and pid1:
+            tasks, rss = namespace_stats(pid1)
+            self.rss_peak = max(self.rss_peak, rss)
+            if self.rlimit_nproc and tasks >= self.rlimit_nproc - 1:
+                return TOO_MANY_PROCESSES  # at the rlimit: the kernel is refusing its forks
+            if self.poll_rss_mb and rss > self.poll_rss_mb << 20:
+                return OUT_OF_MEMORY
         if self.poll_pids and not self.rlimit_nproc and pid1 and count_namespace(pid1) > self.poll_pids:
             return TOO_MANY_PROCESSES
         return None
@@ -336,6 +352,8 @@ class Plan:
             version, d = self.groups["memory"]
             peak = _read(d / ("memory.max_usage_in_bytes" if version == "v1" else "memory.peak")).strip()
             out["memory_peak_bytes"] = int(peak) if peak.isdigit() else None
+        if self.poll_rss_mb:
+            out["memory_peak_bytes"] = self.rss_peak  # as often as it was polled
         if "pids" in self.groups:
             peak = _read(self.groups["pids"][1] / "pids.peak").strip()
             out["pids_peak"] = int(peak) if peak.isdigit() else None
@@ -418,9 +436,36 @@ def same_process(pid: int, start: str | None) -> bool:
     return pid_alive(pid) and (start is None or process_start(pid) == start)
 
 
-def count_namespace(pid1: int, threads: bool = False) -> int:
-    """Processes (with `threads`, their threads too: what RLIMIT_NPROC counts) in the pid
-    namespace whose init has host pid `pid1` (0 when it is gone)."""
+def namespace_stats(pid1: int) -> tuple[int, int]:
+    """(tasks, resident bytes) of the pid namespace whose init has host pid `pid1`, in one walk of
+    /proc: what RLIMIT_NPROC counts (processes and threads) and what a memory limit means. Memory
+    is the proportional set size: pages forked children share count once, not once per child
+    (a worker pool's RSS summed would be many times what it holds)."""
+    try:
+        ns = os.readlink(f"/proc/{pid1}/ns/pid")
+    except OSError:
+        return 0, 0
+    tasks = rss = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if os.readlink(f"/proc/{entry.name}/ns/pid") == ns:
+                    tasks += len(os.listdir(f"/proc/{entry.name}/task"))
+                    rss += _pss(entry.name)
+            except (OSError, ValueError, IndexError):
+                pass
+    return tasks, rss
+
+
+def _pss(pid: str) -> int:
+    for line in _read(Path(f"/proc/{pid}/smaps_rollup")).splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1]) << 10
+    return 0
+
+
+def count_namespace(pid1: int) -> int:
+    """Processes in the pid namespace whose init has host pid `pid1` (0 when it is gone)."""
     try:
         ns = os.readlink(f"/proc/{pid1}/ns/pid")
     except OSError:
@@ -430,7 +475,7 @@ def count_namespace(pid1: int, threads: bool = False) -> int:
         if entry.name.isdigit():
             try:
                 if os.readlink(f"/proc/{entry.name}/ns/pid") == ns:
-                    n += len(os.listdir(f"/proc/{entry.name}/task")) if threads else 1
+                    n += 1
             except OSError:
                 pass
     return n

@@ -22,9 +22,10 @@ REPO = Path(__file__).resolve().parent.parent
 USER = "pesflow-rootless"
 SYSTEM_PYTHON = "/usr/bin/python3"
 # What `evaluator` imports beyond the standard library (pydantic and its parts), and numpy for tasks.
-PACKAGES = ("pydantic", "pydantic_core", "annotated_types", "typing_extensions", "typing_inspection", "yaml", "numpy")
+PACKAGES = ("pydantic", "pydantic_core", "annotated_types", "typing_extensions", "typing_inspection", "yaml", "numpy",
+            "rich", "markdown_it", "mdurl", "pygments")  # the CLI's own
 TREE = ("agent", "evaluator", "configs", "tests/rootless_driver.py",
-        "tests/fixtures/tasks")
+        "tests/fixtures/tasks", "tasks/kfc/wre-router-power-of-two-choices-loop16")
 
 
 @dataclass(frozen=True)

@@ -234,7 +234,8 @@ class LocalBackend:
                 break
         (request.out_dir / "grader_output.log").write_text(res.output)
         breach = res.killed if res.killed != "timeout" else None
-        breach = breach or _scratch_full(status, scratch_mb) or _address_space_full(res, status)
+        logs_text = _logs_text(request.out_dir / "logs")
+        breach = breach or _scratch_full(status, scratch_mb) or _address_space_full(res, status, logs_text)
         strays = status.get("strays", "").split()
         report = {"limits": {"memory_mb": limits.memory_mb, "pids": limits.pids, "disk_mb": scratch_mb,
                              "output_mb": self.config.max_output_mb, "timeout_sec": request.timeout},
@@ -244,7 +245,6 @@ class LocalBackend:
                   "writable": plan.layout.writable, "host_areas": plan.layout.areas,
                   "sandbox": iso.mode, "mechanisms": _mechanisms(res, scratch_mb), "unenforced": res.unenforced}
         (request.out_dir / "limits.json").write_text(json.dumps(report, indent=1))
-        logs_text = _logs_text(request.out_dir / "logs")
         notes = _read_only_notes(res.output + logs_text, plan.layout.writable) + _unenforced_notes(res.unenforced, iso)
         if res.killed != "timeout":
             reasons = [breach] if breach else []
@@ -302,12 +302,12 @@ def _mechanisms(res: sandbox.SandboxResult, scratch_mb: int | None) -> dict[str,
     return {**res.mechanisms, "disk": "tmpfs" if scratch_mb else "none", "output": "pesflow", "timeout": "pesflow"}
 
 
-def _address_space_full(res: sandbox.SandboxResult, status: dict[str, str]) -> str | None:
+def _address_space_full(res: sandbox.SandboxResult, status: dict[str, str], logs_text: str) -> str | None:
     """Under RLIMIT_AS (no memory cgroup) an allocation past the limit fails rather than being
     killed: a grader that died of it (MemoryError, ENOMEM) broke its memory limit."""
-    if res.mechanisms.get("memory") != "rlimit_as" or status.get("grader_rc") in (None, "0"):
+    if "rlimit_as" not in res.mechanisms.get("memory", "") or status.get("grader_rc") in (None, "0"):
         return None
-    text = res.output
+    text = res.output + logs_text
     return OUT_OF_MEMORY if "MemoryError" in text or "Cannot allocate memory" in text else None
 
 
