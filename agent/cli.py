@@ -13,21 +13,25 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from agent.cliargs import build_parser, parse  # noqa: F401 - build_parser: the parsers, for tests and docs
 from agent.config import ConfigError, load_config
+from agent.extras import MissingExtra, require_backend
 from agent.experiments.matrix import load_baselines, run_matrix
 from agent.readers.audit import audit
 from agent.readers.loongflow.importer import default_import_dir, import_loongflow
 from agent.readers.report import write_report
 from agent.rundir.review import review
+from agent.rundir.faults import MachineFault, is_machine
 from agent.rundir.store import RunDirError
 from agent.llm.gateway import ModelUnreachable
 from agent.search.session import NoLLMConfigured, apply_run_flags, replay_run, resume_run, start_run
-from evaluator import sandbox
+from evaluator import backends, sandbox
 from evaluator.benchmark import FetchError, fetch, say_source
-from evaluator.calibrate import CalibrationError, calibrate
+from evaluator.calibrate import CalibrationError, calibrate, official_note
 from evaluator.candidate import CandidateError
 from evaluator.catalog import locate
 from evaluator.evaluation import Evaluator, verdict_json
+from evaluator.modes import PackageLacks, request
 from evaluator.package_check import PackageCheck, run_checks
 from evaluator.task import Task, TaskError, load_task
 
@@ -37,109 +41,10 @@ EXIT_BY_STATUS = {"ok": 0, "hard_fail": 1, "scope_violation": 1, "timeout": 1, "
 EXIT_SUSPECT = 4
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tasks-root", action="append", default=[], metavar="DIR",
-                   help="a folder of task packages (a Φ-Bench checkout's tasks/); repeatable; wins over bundled tasks")
-    p.add_argument("--config", metavar="FILE", help="a YAML file overriding configs/default.yaml")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override one config key (dotted)")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pesflow", description="Evolutionary kernel search over Φ-Bench task packages.")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser("tasks", help="list the 85 Φ-Bench tasks and where each package is found; fetch or check them")
-    _common(p)
-    p.add_argument("--json", action="store_true", help="print one JSON array")
-    tsub = p.add_subparsers(dest="tasks_command")
-    f = tsub.add_parser("fetch", help="clone the public Φ-Bench repository at the pinned commit into pesflow's cache")
-    _common(f)
-    f.add_argument("--ref", help="the commit, tag or branch to check out (default: benchmark.ref)")
-    f.add_argument("--dir", help="where the checkout goes (default: benchmark.dir)")
-    c = tsub.add_parser("check", help="grade each package's noop, oracle(s) and negative here and classify it")
-    _common(c)
-    c.add_argument("tasks", nargs="*", metavar="TASK", help="<bench>/<dir> (or --all)")
-    c.add_argument("--all", action="store_true", help="every package found (the 85 of the catalog where present)")
-    c.add_argument("--grader", choices=["hidden", "dev", "both"], default="hidden")
-    c.add_argument("--device", choices=["cuda", "cpu"], help="cpu: GPU packages checked for correctness only")
-    c.add_argument("--out", metavar="DIR", default="traces/tasks-check", help="results.jsonl (resumable), tasks-check.md/.json")
-    c.add_argument("--json", action="store_true", help="print one JSON array")
-
-    p = sub.add_parser("evaluate", help="grade one candidate (or noop/oracle/negative) on a task")
-    _common(p)
-    p.add_argument("task", help="<bench>/<dir>, e.g. kfc/wre-router-power-of-two-choices-loop16, or a package folder")
-    p.add_argument("--mode", choices=["candidate", "noop", "oracle", "negative"], default="candidate")
-    p.add_argument("--candidate", metavar="PATCH_OR_DIR", help="a unified diff, or a folder of replacement files laid out as in the repo")
-    p.add_argument("--grader", choices=["dev", "hidden"], help="dev engine (default from config) or the hidden tests/test.sh")
-    p.add_argument("--backend", choices=["local", "docker", "modal"], help="where to grade (default from config)")
-    p.add_argument("--out", metavar="DIR", help="where the grader's logs and verdict.json go")
-    p.add_argument("--device", choices=["cuda", "cpu"],
-                   help="for GPU tasks: cpu checks correctness on the CPU with small shapes (no reward)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-
-    p = sub.add_parser("run", help="search for a faster candidate: plan -> execute -> evaluate -> summarize, for N rounds")
-    _common(p)
-    p.add_argument("task", help="<bench>/<dir> or a package folder")
-    p.add_argument("--llm", metavar="PROVIDER:MODEL", help="openai:MODEL (or any OpenAI-compatible server) or anthropic:MODEL")
-    p.add_argument("--rounds", type=int, help="rounds (default from config: 16)")
-    p.add_argument("--children", type=int, help="executors per round (default 2)")
-    p.add_argument("--backend", choices=["local", "docker", "modal"], help="where candidates are graded")
-    p.add_argument("--grader", choices=["dev", "hidden"], help="which grader drives the search (default dev)")
-    p.add_argument("--seed", type=int, help="seed of every random choice")
-    p.add_argument("--out", metavar="DIR", help="where run directories go (default traces/)")
-    p.add_argument("--quiet", action="store_true", help="no live display: one plain line per round")
-
-    p = sub.add_parser("resume", help="continue a stopped, killed or finished run from its last checkpoint")
-    p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--from-round", type=int, metavar="K", help="continue from the checkpoint of round K instead of the last")
-    p.add_argument("--rounds", type=int, help="raise the number of rounds (to continue a finished run)")
-    p.add_argument("--max-usd", type=float, metavar="USD",
-                   help="raise the run's USD cap (counted over the whole run, resumes included)")
-    p.add_argument("--quiet", action="store_true")
-
-    p = sub.add_parser("replay", help="re-run a recorded search with every LLM answer from its journal (no network)")
-    p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--regrade", action="store_true", help="grade every candidate again and compare with the record")
-    p.add_argument("--out", metavar="DIR", help="where the replay's run directory goes")
-    p.add_argument("--quiet", action="store_true")
-
-    p = sub.add_parser("audit", help="check a run directory (or a LoongFlow trace) and exit non-zero on any violation")
-    p.add_argument("path", metavar="DIR")
-    p.add_argument("--json", action="store_true")
-
-    p = sub.add_parser("import", help="convert a LoongFlow run or published trace mirror into a pesflow run directory")
-    p.add_argument("dir", metavar="DIR", help="the trace: the folder holding database/, iteration/, evaluator/")
-    p.add_argument("--out", metavar="RUN_DIR", help="the new run directory (default: <run.out>/loongflow/<DIR's name>)")
-
-    p = sub.add_parser("calibrate", help="re-measure a task's anchor here: the oracle against the frozen baseline")
-    _common(p)
-    p.add_argument("task")
-    p.add_argument("--repeats", type=int, help="oracle runs to take the median of (default from config, at least 3)")
-    p.add_argument("--dry-run", action="store_true", help="measure and print, write nothing")
-    p.add_argument("--json", action="store_true")
-
-    p = sub.add_parser("baselines", help="run a matrix of methods x tasks x seeds into summary.jsonl, tables and figures")
-    _common(p)
-    p.add_argument("baselines_config", metavar="CONFIG", help="a baselines YAML file (configs/baselines.yaml documents one)")
-    p.add_argument("--out", metavar="DIR", help="where cells/, summary.jsonl, tables/ and figures/ go (default: the file's out)")
-
-    p = sub.add_parser("review", help="a person's decision on a flagged grading: accept (it counts) or reject (it does not)")
-    p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("id", metavar="ID", help="a candidate id (as run.json's suspects and the report show it, e.g. r03-c0) "
-                   "or a prefix of its content hash")
-    p.add_argument("--accept", action="store_true", help="its figures count after all")
-    p.add_argument("--reject", action="store_true", help="its figures do not count")
-    p.add_argument("--why", metavar="TEXT", help="why, for whoever reads the run later (required)")
-
-    p = sub.add_parser("report", help="write one self-contained HTML page about a run: tree, diffs, verdicts, lessons, costs")
-    p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--out", metavar="FILE.html", help="where the page goes (default RUN_DIR/report.html)")
-    return parser
-
-
 def _evaluator(args: argparse.Namespace, config):  # noqa: ANN001
     if getattr(args, "backend", None):
         config.evaluator.backend = args.backend
+    require_backend(config.evaluator.backend)
     roots = [*args.tasks_root, *config.tasks_roots]
     return Evaluator(config.evaluator, tasks_roots=roots, official_url=config.benchmark.url)
 
@@ -165,6 +70,9 @@ def cmd_tasks(args: argparse.Namespace, config, console: Console) -> int:  # noq
 
 
 def cmd_tasks_fetch(args: argparse.Namespace, config) -> int:  # noqa: ANN001
+    if args.tasks_root:
+        raise ValueError("--tasks-root is not read by `pesflow tasks fetch` (it clones into --dir, default benchmark.dir); "
+                         "drop it, or give it to `pesflow tasks` or `pesflow tasks check`")
     b = config.benchmark
     try:
         rec = fetch(b.url, args.ref or b.ref, Path(args.dir or b.dir))
@@ -185,11 +93,17 @@ def cmd_tasks_check(args: argparse.Namespace, config) -> int:  # noqa: ANN001 - 
     else:
         raise ValueError("name the packages to check (pesflow tasks check kfc/... lh/...) or pass --all")
     tasks: list[Task] = []
+    unreadable = []
     for n in names:
         try:
             tasks.append(load_task(n, roots, config.benchmark.url))
         except TaskError as e:  # a package pesflow cannot read is named, and the others are checked
             print(f"pesflow tasks check: {n}: {e}", file=sys.stderr)
+            unreadable.append(n)
+    if not tasks:
+        raise ValueError(f"no package to check: {', '.join(unreadable)} not found or not readable (lines above); "
+                         "name packages as <bench>/<dir> or package folders")
+    require_backend(config.evaluator.backend)
     graders = ("hidden", "dev") if args.grader == "both" else (args.grader,)
     out = Path(args.out).resolve()
     ev = Evaluator(config.evaluator, tasks_roots=roots, log_root=out / "gradings", official_url=config.benchmark.url)
@@ -218,15 +132,27 @@ def cmd_tasks_check(args: argparse.Namespace, config) -> int:  # noqa: ANN001 - 
             counts[c.klass] = counts.get(c.klass, 0) + 1
         print(", ".join(f"{k} {n}" for k, n in counts.items()))
         print(f"table: {out / 'tasks-check.md'}")
+    if unreadable:  # bad input, said above: exit 2 once the readable ones are checked
+        print(f"pesflow tasks check: not checked (bad input, named above): {', '.join(unreadable)}", file=sys.stderr)
+        return 2
     return 0
 
 
 def cmd_evaluate(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
     if args.mode != "candidate" and args.candidate:
         raise CandidateError("bad_arguments", f"--candidate goes with --mode candidate, not --mode {args.mode}")
+    if args.candidate and not Path(args.candidate).exists():
+        raise ValueError(f"--candidate {args.candidate}: no such file or folder; pass a unified diff (git diff output) "
+                         "or a folder of replacement files laid out as in the repository")
     ev = _evaluator(args, config)
     task = ev.task(args.task)
     say_source(task.name, task.root, task.source)
+    if args.mode in ("oracle", "negative"):  # a mode the package cannot grade is bad input, said before anything runs
+        try:
+            request(task, args.mode, args.grader or config.evaluator.grader, None)
+        except PackageLacks as e:
+            ev.close()
+            raise ValueError(f"{e}; pick another --mode (noop always works) or --grader") from None
     try:
         v = ev.evaluate(task, mode=args.mode, candidate=Path(args.candidate) if args.candidate else None,
                         grader=args.grader, out_dir=Path(args.out) if args.out else None, device=args.device)
@@ -256,6 +182,8 @@ def cmd_calibrate(args: argparse.Namespace, config, console: Console) -> int:  #
     ev = _evaluator(args, config)
     task = ev.task(args.task)
     say_source(task.name, task.root, task.source)
+    if not args.dry_run and (note := official_note(task)):
+        print(f"pesflow calibrate: {note}", file=sys.stderr)
     cal = calibrate(ev, task, repeats=args.repeats or config.evaluator.calibrate_repeats, write=not args.dry_run)
     if args.json:
         print(cal.model_dump_json())
@@ -270,6 +198,7 @@ def cmd_calibrate(args: argparse.Namespace, config, console: Console) -> int:  #
 
 def cmd_run(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
     cfg = apply_run_flags(config, args)
+    require_backend(cfg.evaluator.backend)
     try:
         run_dir, status = start_run(cfg, args.task, [*args.tasks_root, *cfg.tasks_roots], console=console)
     except NoLLMConfigured as e:
@@ -291,7 +220,17 @@ def _say_cap(command: str, run_dir: Path, status: str) -> None:
           f"pesflow resume {run_dir} --max-usd USD", file=sys.stderr)
 
 
+def _run_backend(run_dir: Path) -> None:
+    """A resumed or replayed run grades where it did: its backend's SDK must be here."""
+    try:
+        backend = json.loads((run_dir / "run.json").read_text())["config"]["evaluator"]["backend"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # not a run directory: the session says so in its own line
+    require_backend(backend)
+
+
 def cmd_resume(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
+    _run_backend(Path(args.run_dir))
     run_dir, status = resume_run(Path(args.run_dir), from_round=args.from_round, rounds=args.rounds, console=console,
                                  quiet=True if args.quiet else None, max_usd=args.max_usd)
     _say_cap(args.command, run_dir, status)
@@ -300,6 +239,7 @@ def cmd_resume(args: argparse.Namespace, config, console: Console) -> int:  # no
 
 
 def cmd_replay(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
+    _run_backend(Path(args.run_dir))
     dest, status, comparisons = replay_run(Path(args.run_dir), out=Path(args.out) if args.out else None,
                                            regrade=args.regrade, console=console, quiet=True if args.quiet else None)
     disagree = [c for c in comparisons if not c["correctness_agrees"]]
@@ -332,6 +272,7 @@ def cmd_audit(args: argparse.Namespace, config, console: Console) -> int:  # noq
 
 def cmd_baselines(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
     bc = load_baselines(args.baselines_config)
+    require_backend(config.evaluator.backend)
     res = run_matrix(config, bc, Path(args.out or bc.out), [*args.tasks_root, *bc.tasks_roots, *config.tasks_roots], console=console)
     print(f"cells: {len(res.ran)} run, {len(res.skipped)} already done, {len(res.failed)} failed")
     for cell, msg in res.failed:
@@ -370,19 +311,34 @@ COMMANDS = {"resume": cmd_resume, "replay": cmd_replay, "audit": cmd_audit, "tas
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse(argv)
     console = Console(stderr=False)
     try:
         config = load_config(getattr(args, "config", None), getattr(args, "set", []))
         return COMMANDS[args.command](args, config, console)
-    except (ConfigError, TaskError, CandidateError, CalibrationError, RunDirError, ValueError) as e:
+    except (ConfigError, TaskError, CandidateError, CalibrationError, RunDirError, MissingExtra, ValueError) as e:
         print(f"pesflow {args.command}: {e}", file=sys.stderr)  # one line, never wrapped
         return 2
     except ModelUnreachable as e:
         where = getattr(e, "run_dir", None)
         again = f"; fix it, then: pesflow resume {where}" if where else ""
+        if where:
+            print(f"run: {where}")  # stdout's last line, as after every run that made a directory
         print(f"pesflow {args.command}: the model cannot be used: {e}{again}", file=sys.stderr)
         return 2
+    except MachineFault as e:  # the disk refused a run directory's write (agent/rundir/faults.py)
+        if e.run_dir is not None:
+            print(f"run: {e.run_dir}")
+        print(f"pesflow {args.command}: {e}", file=sys.stderr)
+        return 3
+    except OSError as e:
+        if not is_machine(e):
+            raise
+        # a write outside a run directory (the cache, a baselines folder, a tasks-check folder)
+        again = f"pesflow resume {args.run_dir}" if args.command == "resume" else "the same command again"
+        print(f"pesflow {args.command}: cannot write {e.filename or '?'}: {os.strerror(e.errno)}; fix that "
+              f"(free space, or a writable folder: its place is in configs/default.yaml), then run {again}", file=sys.stderr)
+        return 3
     except (KeyboardInterrupt, sandbox.Interrupted):
         print("pesflow: interrupted; every grading it started was stopped", file=sys.stderr)
         return 130
@@ -397,6 +353,7 @@ def _on_signal(signum: int, frame: object) -> None:
     """SIGTERM, SIGINT, SIGHUP: every live sandbox is killed now (not when its grading would end),
     then the command unwinds as on Ctrl-C, closing its backends and keeping the run resumable."""
     sandbox.stop_all()
+    backends.cancel_all_live()  # gradings in flight elsewhere (a Ray cluster's tasks)
     raise KeyboardInterrupt
 
 

@@ -1,8 +1,12 @@
 """Re-measure a task's anchor on this machine: the oracle against the frozen baseline.
 
 The oracle goes through the hidden grader exactly as a candidate would, several times; the
-median speedup becomes tests/ref_speedup.txt (digits only), and the conditions and every
-figure go to tests/ref_speedup.caveat.md so that nobody mistakes where the number came from.
+median speedup becomes tests/ref_speedup.txt (digits only: the first place every grader of the
+format and pesflow read the anchor from, so no other file is touched: not task.toml, not the
+manifests), and the conditions and every figure go to tests/ref_speedup.caveat.md, whose first
+line is a marker (CALIBRATED) that names where the number came from for every later verdict
+(evaluator/task.py's read_anchor). On an official checkout the command says first, in one line,
+that the package's copy becomes modified and how to keep the official one.
 """
 
 from __future__ import annotations
@@ -10,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import re
 import statistics
 import sys
 from datetime import datetime, timezone
@@ -24,6 +27,10 @@ from evaluator.verdict import Verdict
 
 # The oracle is measured before an anchor exists, so these gates say nothing about it.
 ANCHOR_GATES = {"ref_speedup_invalid", "anchor_missing", "speedup_not_above_anchor"}
+
+
+# The caveat's first line: `<!-- pesflow calibrate: {"value", "hardware", "measured"} -->`.
+CALIBRATED = "<!-- pesflow calibrate:"
 
 
 class CalibrationError(Exception):
@@ -86,7 +93,8 @@ def _write(task: Task, cal: Calibration, ev: Evaluator) -> list[str]:
     written.append(str(tests / "ref_speedup.txt"))
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     numpy_version = _numpy_version()
-    caveat = f"""# ref_speedup: where this number comes from
+    caveat = f"""{CALIBRATED} {json.dumps({"value": round(cal.median, 4), "hardware": cal.hardware, "measured": when})} -->
+# ref_speedup: where this number comes from
 
 `tests/ref_speedup.txt` = **{cal.median:.4f}**, the median speedup of the reviewer's oracle
 (solution/) over the frozen baseline, measured by this package's own hidden grader
@@ -105,21 +113,20 @@ means little. Re-measure there with `pesflow calibrate {task.name}` before compa
 """
     (tests / "ref_speedup.caveat.md").write_text(caveat)
     written.append(str(tests / "ref_speedup.caveat.md"))
-    manifest = task.root / "environment" / "verifier-correctness-manifest.json"
-    if manifest.is_file():
-        data = json.loads(manifest.read_text())
-        if isinstance(data, dict) and "ref_speedup" in data:
-            data["ref_speedup"] = round(cal.median, 4)
-            manifest.write_text(json.dumps(data, indent=2) + "\n")
-            written.append(str(manifest))
-    toml = task.root / "task.toml"
-    text = toml.read_text()
-    new = re.sub(r"(?m)^(ref_speedup\s*=\s*)[0-9.eE+-]+", lambda m: f"{m.group(1)}{cal.median:.4f}", text, count=1)
-    new = re.sub(r'(?m)^(calibrated_on\s*=\s*)".*"', lambda m: f'{m.group(1)}"{cal.hardware} (pesflow calibrate, {when})"', new, count=1)
-    if new != text:
-        toml.write_text(new)
-        written.append(str(toml))
     return written
+
+
+def official_note(task: Task) -> str | None:
+    """The one line said before calibrating an official checkout: writing its anchor makes its
+    copy modified, so its verdicts no longer say official, and how to keep the official copy."""
+    src = task.source
+    if not src.official:
+        return None
+    rel = task.tests_dir.relative_to(task.root)
+    return (f"{task.name} is an official checkout ({src.repo} at {(src.commit or '?')[:12]}); writing its anchor into "
+            f"{task.tests_dir}/ref_speedup.txt makes that copy modified, and its verdicts then say unofficial. To keep "
+            f"the official copy: --dry-run (measure only), or afterwards `git -C {task.root} checkout -- {rel} && "
+            f"git -C {task.root} clean -fq -- {rel}`")
 
 
 def _numpy_version() -> str:

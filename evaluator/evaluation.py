@@ -91,7 +91,7 @@ class Evaluator:
                     package=PackageRef(name=task.name, path=str(task.root), content_hash=task.content_hash,
                                        root=task.source.root, repo=task.source.repo, commit=task.source.commit,
                                        official=task.source.official),
-                    ref_speedup=task.anchor.value)
+                    ref_speedup=task.anchor.value, ref_speedup_source=task.anchor.describe())
 
         def finish(v: Verdict) -> Verdict:
             v.seconds = round(time.monotonic() - start, 3)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import os
 import tomllib
 from pathlib import Path
@@ -134,6 +135,10 @@ class Anchor(BaseModel):
     value: float | None
     source: str  # "tests/ref_speedup.txt", a manifest path, "task.toml" or "none"
     calibrated_on: str | None = None
+
+    def describe(self) -> str:
+        """Where the anchor was read, and on what it was measured: what a verdict names."""
+        return f"{self.source} ({self.calibrated_on})" if self.calibrated_on else self.source
 
 
 class Task(BaseModel):
@@ -309,6 +314,23 @@ def _manifest_anchor(data: Any) -> Any:
     return None
 
 
+def _calibrated(root: Path, value: float) -> str | None:
+    """`pesflow calibrate`'s stamp (the first line of tests/ref_speedup.caveat.md, evaluator/calibrate.py)
+    when it is the stamp of this very anchor: the hardware and time it was measured on."""
+    try:
+        first = (root / "tests" / "ref_speedup.caveat.md").read_text(errors="replace").split("\n", 1)[0]
+    except OSError:
+        return None
+    m = re.match(r"<!-- pesflow calibrate: (\{.*\}) -->\s*$", first)
+    try:
+        stamp = json.loads(m.group(1)) if m else None
+    except ValueError:
+        return None
+    if not isinstance(stamp, dict) or anchor_number(stamp.get("value")) != round(value, 4):
+        return None  # the number was changed by hand since: the stamp says nothing about it
+    return f"pesflow calibrate on {stamp.get('hardware')}, {stamp.get('measured')}"
+
+
 def read_anchor(root: Path, toml: TaskToml) -> Anchor:
     """The anchor as the grader resolves it: tests/ref_speedup.txt, then the manifests, then task.toml."""
     cal = toml.primary_metric.calibrated_on
@@ -317,7 +339,7 @@ def read_anchor(root: Path, toml: TaskToml) -> Anchor:
         value = anchor_number(txt.read_text())
         if value is None:
             raise TaskError(f"{txt}: holds no number ({txt.read_text()[:40]!r}); write the anchor's digits only, e.g. 3.2")
-        return Anchor(value=value, source="tests/ref_speedup.txt", calibrated_on=cal)
+        return Anchor(value=value, source="tests/ref_speedup.txt", calibrated_on=_calibrated(root, value) or cal)
     for rel in ("environment/verifier-correctness-manifest.json", "tests/verifier-correctness-manifest.json",
                 "tests/reward_manifest.json"):
         man = root / rel

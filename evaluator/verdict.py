@@ -49,6 +49,7 @@ class Verdict(BaseModel):
     reward: float | None = 0.0  # None: withheld, the grading was tampered with (see untrusted_reasons)
     speedup: float | None = None
     ref_speedup: float | None = None
+    ref_speedup_source: str | None = None  # where the package's anchor was read, and who measured it (Anchor.describe)
     hard_fail_reasons: list[str] = Field(default_factory=list)
     tests: Tests = Field(default_factory=Tests)
     cv: Any = None

@@ -2,7 +2,13 @@
 
 - best-by-round-<bench>-<dir>: per task, the best speedup found so far after each round, one
   line per method (geometric mean over seeds, the band spanning the seeds); noop and oracle
-  are graded once, so they are horizontal reference lines.
+  are graded once, so they are horizontal reference lines. A round whose best has no speedup
+  (its dev engine scores the baseline 0, so nothing divides its figure into one) is drawn from
+  the dev engine's own figure by one rule (`dev_scale`): a `vs_oracle` figure (the reference's
+  time over the candidate's) times the oracle's speedup over the baseline measured in the same
+  matrix is the candidate's speedup over the baseline (FORMAT.md: the anchor is the oracle's
+  speedup through the same grader), drawn dash-dotted and named in the legend; any other figure,
+  or no oracle cell, goes on a right-hand axis named by its kind. Never an empty plot.
 - cost-vs-speedup: one point per cell, USD spent against the final speedup (performance
   tasks) or the reward (implementation tasks, a separate panel: never mixed).
 No pyplot: its global state is neither needed nor thread-safe.
@@ -39,22 +45,46 @@ def method_colours(methods: list[str]) -> dict[str, str]:
     return {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(methods)}
 
 
-def curves(rows: list[dict[str, Any]]) -> dict[int, tuple[float | None, float | None, float | None]]:
-    """round -> (geometric mean, min, max) of the best speedup so far over the seeds."""
+def curves(rows: list[dict[str, Any]], key: str = "best_by_round", factor: float = 1.0,
+           ) -> dict[int, tuple[float | None, float | None, float | None]]:
+    """round -> (geometric mean, min, max) of the best speedup so far over the seeds (`key`
+    dev_by_round: the dev figure, times `factor`)."""
     by_round: dict[int, list[float]] = {}
     for r in rows:
-        for k, s in r.get("best_by_round") or []:
+        for k, s, *_ in r.get(key) or []:
             if isinstance(k, int) and isinstance(s, (int, float)) and s > 0:
-                by_round.setdefault(k, []).append(s)
+                by_round.setdefault(k, []).append(s * factor)
     return {k: (geomean(v), min(v), max(v)) for k, v in sorted(by_round.items())}
+
+
+def dev_scale(rows: list[dict[str, Any]], oracle: float | None) -> tuple[float, str] | None:
+    """How the dev figures of a method's rows become the figure's y values: (factor, label), or
+    None when they stay on the dev axis. `vs_oracle` x the oracle's measured speedup; one kind only."""
+    kinds = {kind for r in rows for _, _, kind in r.get("dev_by_round") or []}
+    if kinds == {"vs_oracle"} and oracle:
+        return oracle, f"dev vs_oracle x oracle {oracle:.3g}x"
+    return None
+
+
+def _dev_kind(rows: list[dict[str, Any]]) -> str:
+    kinds = sorted({str(kind) for r in rows for _, _, kind in r.get("dev_by_round") or []})
+    return ", ".join(kinds) or "dev figure"
 
 
 def best_by_round_figure(task: str, rows: list[dict[str, Any]], kinds: dict[str, str], colours: dict[str, str],
                          stem: Path) -> list[Path]:
+    return _save(best_by_round_plot(task, rows, kinds, colours), stem)
+
+
+def best_by_round_plot(task: str, rows: list[dict[str, Any]], kinds: dict[str, str], colours: dict[str, str]) -> Figure:
     fig = Figure(figsize=(7.0, 4.2))
     ax = fig.add_subplot()
-    last = max([k for r in rows for k, _ in r.get("best_by_round") or []] + [1])
+    last = max([k for r in rows for k, *_ in r.get("best_by_round") or []] + [1])
     values: list[float] = []
+    oracles = [r for r in rows if kinds.get(r["method"]) == "oracle" and r.get("correct")]
+    oracle = geomean([r.get("speedup") for r in oracles]) if oracles else None
+    dev_ax = None  # the right-hand axis, made when a figure cannot be put on the speedup scale
+    dev_kinds: list[str] = []
     for i, method in enumerate(dict.fromkeys(r["method"] for r in rows)):
         mine = [r for r in rows if r["method"] == method]
         colour = colours.get(method, "#333333")
@@ -65,18 +95,27 @@ def best_by_round_figure(task: str, rows: list[dict[str, Any]], kinds: dict[str,
                 ax.axhline(level, color=colour, linestyle="--", linewidth=1.2, label=f"{method} ({grader} grader)")
                 values.append(level)
             continue
-        c = curves(mine)
+        c, where, style, label = curves(mine), ax, "-", f"{method} (n={len(mine)})"
+        if not c and any(r.get("dev_by_round") for r in mine):
+            scale = dev_scale(mine, oracle)
+            if scale is not None:
+                c, style, label = curves(mine, "dev_by_round", scale[0]), "-.", f"{label}, {scale[1]}"
+            else:
+                dev_ax = dev_ax or ax.twinx()
+                c, where, style, label = curves(mine, "dev_by_round"), dev_ax, ":", f"{label}, right axis"
+                dev_kinds.append(_dev_kind(mine))
         if not c:
             continue
         ks = list(c)
         mean = [c[k][0] for k in ks]
         # Methods often share a curve (same answers, same rounds): each later one drawn thinner, on
         # top, with its own marker, so that every one stays visible.
-        ax.plot(ks, mean, marker=MARKERS[i % len(MARKERS)], markersize=4.5, color=colour, label=f"{method} (n={len(mine)})",
-                drawstyle="steps-post", linewidth=max(1.0, 3.2 - 0.45 * i), zorder=2 + i)
+        where.plot(ks, mean, marker=MARKERS[i % len(MARKERS)], markersize=4.5, color=colour, label=label, linestyle=style,
+                   drawstyle="steps-post", linewidth=max(1.0, 3.2 - 0.45 * i), zorder=2 + i)
         if len(mine) > 1:
-            ax.fill_between(ks, [c[k][1] for k in ks], [c[k][2] for k in ks], color=colour, alpha=0.15, step="post")
-        values += [v for k in ks for v in c[k] if v]
+            where.fill_between(ks, [c[k][1] for k in ks], [c[k][2] for k in ks], color=colour, alpha=0.15, step="post")
+        if where is ax:
+            values += [v for k in ks for v in c[k] if v]
     if values and max(values) / max(min(values), 1e-12) > 20:
         ax.set_yscale("log")
     ax.set_xlim(-0.25, max(last, 1) + 0.25)  # a margin: a jump in the last round is drawn on its edge
@@ -85,8 +124,16 @@ def best_by_round_figure(task: str, rows: list[dict[str, Any]], kinds: dict[str,
     ax.set_ylabel("best speedup so far (x baseline)")
     ax.set_title(f"{task}: best speedup by round", fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
-    return _save(fig, stem)
+    handles, labels = ax.get_legend_handles_labels()
+    if dev_ax is not None:
+        dev_ax.set_ylabel(f"dev engine's own figure: {', '.join(dict.fromkeys(dev_kinds))} (higher is better)", fontsize=8)
+        more = dev_ax.get_legend_handles_labels()
+        handles, labels = handles + more[0], labels + more[1]
+    if not handles:  # nothing graded counts yet: say so on the canvas rather than leave it blank
+        ax.text(0.5, 0.5, "no round's best has a figure yet", transform=ax.transAxes, ha="center", va="center", fontsize=9)
+    else:
+        ax.legend(handles, labels, fontsize=7, loc="center left", bbox_to_anchor=(1.12 if dev_ax else 1.01, 0.5), frameon=False)
+    return fig
 
 
 def cost_figure(rows: list[dict[str, Any]], colours: dict[str, str], stem: Path) -> list[Path]:

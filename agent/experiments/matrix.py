@@ -229,6 +229,9 @@ def cell_line(d: Path, cell: Cell, kind: str, reward_class: str, out: Path) -> d
         "llm_calls": int(totals.get("llm_calls", 0)), "input_tokens": tin, "output_tokens": tout, "tokens": tin + tout,
         "usd": float(totals.get("usd", 0.0)), "wall_seconds": wall, "rounds": run.get("rounds_done", 0),
         "best_by_round": [[b.get("round"), b.get("speedup")] for b in run.get("best_by_round") or []],
+        # where a round's best has no speedup (a dev engine whose baseline scores 0): its own figure and kind
+        "dev_by_round": [[b.get("round"), b["dev"].get("value"), b["dev"].get("kind")]
+                         for b in run.get("best_by_round") or [] if isinstance(b.get("dev"), dict)],
         "run_dir": str(d.relative_to(out)), "counted": counts, "trust": trust,
         "dropped_from_pick": [dr.get("id") for dr in best.get("dropped") or []],
     }

@@ -5,13 +5,15 @@
 hash = sha256(prev + canonical JSON of the line without "hash"), so editing, removing or
 reordering any line breaks every hash after it, which `verify` (and `pesflow audit`) detects.
 Every line is flushed and fsynced before `append` returns: a crash loses at most the line
-being written, and a torn last line is recognised and ignored on reopening. Appends hold an
+being written; a torn last line (a crash, a full disk) is cut off on reopening, and a write the
+disk refused is cut back at once, so the file always ends on a whole line. Appends hold an
 flock on the file, and a writer that finds the file grown by another process (`pesflow review` on
 a run that is still going) chains onto its last line, so two writers never fork the chain.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -21,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from agent.rundir.faults import writing
 from agent.rundir.schema import Event
 from agent.rundir.secrets import redact
 
@@ -69,30 +72,57 @@ def verify(path: Path) -> list[str]:
     return problems
 
 
+def torn_tail(data: bytes) -> int:
+    """How many bytes at the end of a journal are not whole lines (a crash or a full disk cut the
+    last write short): the unterminated rest, and a last line that does not parse."""
+    keep = len(data) if data.endswith(b"\n") else data.rfind(b"\n") + 1
+    while keep > 0:
+        start = data.rfind(b"\n", 0, keep - 1) + 1
+        line = data[start:keep].strip()
+        if line:
+            try:
+                json.loads(line)
+                break
+            except ValueError:
+                pass
+        keep = start
+    return len(data) - keep
+
+
 class Journal:
-    def __init__(self, path: Path):
-        self.path = path
+    def __init__(self, path: Path, run_dir: Path | None = None):
+        self.path, self.run_dir = path, run_dir
         self._lock = threading.Lock()
+        self.dropped = b""  # the torn tail cut on opening, for the resume's one-line warning
+        self._truncate_torn_tail()
         existing = read(path)
         self._seq = len(existing)
         self._prev = existing[-1]["hash"] if existing else GENESIS
-        self._truncate_torn_tail(existing)
         self._size = self.path.stat().st_size if self.path.is_file() else 0  # what this writer last saw
 
-    def _truncate_torn_tail(self, existing: list[dict[str, Any]]) -> None:
+    def _truncate_torn_tail(self) -> None:
+        """Cut a torn tail off in place (truncate needs no free space, unlike a rewrite): the
+        next line then chains onto the last whole one, and the audit stays clean."""
         if not self.path.is_file():
             return
-        text = self.path.read_text(errors="replace")
-        good = "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in existing) if existing else ""
-        # Only rewrite when a crash left a partial line; complete files are left untouched.
-        if text and not text.endswith("\n"):
-            tmp = self.path.with_suffix(".tmp")
-            tmp.write_text(good)
-            os.replace(tmp, self.path)
+        data = self.path.read_bytes()
+        n = torn_tail(data)
+        if n:
+            with writing(self.path, self.run_dir):
+                os.truncate(self.path, len(data) - n)
+            self.dropped = data[len(data) - n:]
+
+    def torn_warning(self) -> str | None:
+        """The one line a resume says about a torn tail it dropped."""
+        if not self.dropped:
+            return None
+        shown = self.dropped[:60].decode(errors="replace").replace("\n", " ")
+        return (f"dropped the torn last line of {self.path} ({len(self.dropped)} bytes, a write cut short by a crash or a "
+                f"full disk: {shown!r}...); the run goes on from the last whole line")
 
     def append(self, kind: Event | str, **data: Any) -> dict[str, Any]:
         kind = Event(kind).value  # a kind the schema does not name is a bug here, not a new event
-        with self._lock, open(self.path, "a", encoding="utf-8") as f:
+        with self._lock, writing(self.path, self.run_dir), open(self.path, "a", encoding="utf-8") as f:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX)  # released when the file closes
             if os.fstat(f.fileno()).st_size != self._size:  # another process appended since
                 existing = read(self.path)
@@ -105,9 +135,19 @@ class Journal:
                 "prev": self._prev,
             }
             entry["hash"] = line_hash(entry)
-            f.write(json.dumps(entry, ensure_ascii=False) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+            before = os.fstat(f.fileno()).st_size
+            try:
+                with writing(self.path, self.run_dir):
+                    # straight to the descriptor: nothing left in a buffer to be flushed after the cut below
+                    data = (json.dumps(entry, ensure_ascii=False) + "\n").encode()
+                    while data:
+                        data = data[os.write(f.fileno(), data):]
+                    os.fsync(f.fileno())
+            except BaseException:
+                # a full disk can take half a line: cut it, so that the file ends on a whole line
+                with contextlib.suppress(OSError):
+                    os.ftruncate(f.fileno(), before)
+                raise
             self._size = os.fstat(f.fileno()).st_size
             self._seq += 1
             self._prev = entry["hash"]

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+from agent.rundir.faults import writing
 from agent.rundir.journal import Journal
 from agent.rundir.schema import STATE_FILE
 from agent.rundir.secrets import redact
@@ -41,23 +42,32 @@ def atomic_write(path: Path, text: str) -> None:
 class RunStore:
     def __init__(self, root: Path):
         self.root = root
-        root.mkdir(parents=True, exist_ok=True)
-        self.journal = Journal(root / "journal.jsonl")
+        with writing(root, root if (root / "run.json").is_file() else None):
+            root.mkdir(parents=True, exist_ok=True)
+        self.journal = Journal(root / "journal.jsonl", run_dir=root)
 
     @classmethod
     def create(cls, root: Path, run: dict[str, Any]) -> "RunStore":
         """A new run directory that appears with its run.json already in it (made aside, then
         renamed), so that no kill leaves a run folder that cannot be resumed."""
-        root.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
-        RunStore(tmp).update_run(**run)
-        os.rename(tmp, root)
+        tmp: Path | None = None
+        try:
+            with writing(root):  # nothing exists yet: the way on is to run the command again
+                root.parent.mkdir(parents=True, exist_ok=True)
+                tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
+                atomic_write(tmp / "run.json", redact(json.dumps(_ordered(run), indent=1, ensure_ascii=False, default=str) + "\n"))
+                os.rename(tmp, root)
+        except BaseException:
+            if tmp is not None and tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+            raise
         return cls(root)
 
     # -- files -----------------------------------------------------------------
     def write(self, rel: str, text: str) -> Path:
         p = self.root / rel
-        atomic_write(p, redact(text))
+        with writing(p, self.root):
+            atomic_write(p, redact(text))
         return p
 
     def write_json(self, rel: str, obj: Any) -> Path:
@@ -71,7 +81,8 @@ class RunStore:
 
     def evaluation_dir(self, content_hash: str, label: str = "") -> Path:
         p = self.root / "evaluations" / content_hash[:16] / label if label else self.root / "evaluations" / content_hash[:16]
-        p.mkdir(parents=True, exist_ok=True)
+        with writing(p, self.root):
+            p.mkdir(parents=True, exist_ok=True)
         return p
 
     def checkpoint_dir(self, k: int) -> Path:
@@ -87,8 +98,29 @@ class RunStore:
 
     def write_checkpoint(self, k: int, files: dict[str, Any], before_rename: Callable[[], None] | None = None) -> Path:
         """A round's checkpoint folder, whole or not at all."""
-        write_dir_atomically(self.checkpoint_dir(k), files, before_rename=before_rename)
+        with writing(self.checkpoint_dir(k), self.root):
+            write_dir_atomically(self.checkpoint_dir(k), files, before_rename=before_rename)
         return self.checkpoint_dir(k)
+
+    def recover(self) -> list[str]:
+        """Set right what a crash or a full disk left, before a resume reads the run; one line each.
+
+        The journal is the run's record: a torn last line was cut on opening (said here), and a
+        checkpoint folder whose journal event is missing (the event was that torn line) is set
+        aside, so the resume takes that round again from the journal's record (served, not paid
+        or graded twice) and journals its checkpoint: the audit then finds the two agreeing."""
+        notes = [w] if (w := self.journal.torn_warning()) else []
+        journaled = {e["data"].get("round") for e in self.journal.events("checkpoint")}
+        for k, d in self.checkpoints():
+            if k in journaled:
+                continue
+            aside = d.parent / f".{d.name}.old-unjournaled"  # cleared when round k's checkpoint is written again
+            with writing(d, self.root):
+                shutil.rmtree(aside, ignore_errors=True)
+                os.replace(d, aside)
+            notes.append(f"checkpoint {d.relative_to(self.root)} is not in the journal (its event was lost with the torn "
+                         f"line): set aside, round {k} is taken again from the journal's record")
+        return notes
 
     # -- run.json --------------------------------------------------------------
     def update_run(self, **fields: Any) -> dict[str, Any]:
@@ -96,10 +128,15 @@ class RunStore:
         path = self.root / "run.json"
         data = json.loads(path.read_text()) if path.is_file() else {}
         data.update(fields)
-        tail = {k: data.pop(k) for k in ("status", "best") if k in data}
-        data.update(tail)
+        data = _ordered(data)
         self.write_json("run.json", data)
         return data
+
+
+def _ordered(data: dict[str, Any]) -> dict[str, Any]:
+    """run.json's keys with `status` and `best` last (a reader of a long file sees them at its end)."""
+    tail = {k: data[k] for k in ("status", "best") if k in data}
+    return {**{k: v for k, v in data.items() if k not in tail}, **tail}
 
 
 def checkpoints_of(root: Path) -> list[tuple[int, Path]]:

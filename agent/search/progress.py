@@ -10,6 +10,27 @@ from rich.live import Live
 from rich.table import Table
 
 
+def best_shown(best: Any) -> str:
+    """The best's figure as a person reads it: its speedup over the baseline, else the dev engine's own
+    figure named by its kind (evaluator/scoring.py: a dev engine whose baseline scores 0 gives no
+    speedup, e.g. `0.94 dev vs_oracle`, the reference's time over the candidate's), never a bare dash."""
+    if best is None:
+        return "none yet"
+    if best.speedup:
+        return f"{best.speedup:.3f}x"
+    if getattr(best, "dev_figure", None) is not None:
+        return f"{best.dev_figure:.4g} dev {best.dev_kind or 'figure'}"
+    return "no figure"
+
+
+def best_entry(k: int, best: Any) -> dict[str, Any]:
+    """A round's line of best_by_round: its speedup, and the dev figure where there is no speedup."""
+    entry: dict[str, Any] = {"round": k, "best_id": best.id if best else None, "speedup": best.speedup if best else None}
+    if best is not None and not best.speedup and getattr(best, "dev_figure", None) is not None:
+        entry["dev"] = {"value": best.dev_figure, "kind": best.dev_kind}
+    return entry
+
+
 class Progress:
     def __init__(self, quiet: bool = False, console: Console | None = None, task: str = "", rounds: int = 0):
         self.console = console or Console()
@@ -42,8 +63,8 @@ class Progress:
                    note: str = "") -> None:
         """`note`: how busy the graders and the model are (agent/search/utilization.py one_line)."""
         tokens = totals.get("input_tokens", 0) + totals.get("output_tokens", 0)
-        row = (str(k), str(proposed), str(graded), str(failed), best.id if best else "-",
-               f"{best.speedup:.3f}x" if best and best.speedup else "-", f"{tokens}", f"{totals.get('usd', 0):.4f}",
+        row = (str(k), str(proposed), str(graded), str(failed), best.id if best else "none yet",
+               best_shown(best) if best else "", f"{tokens}", f"{totals.get('usd', 0):.4f}",
                f"{totals.get('elapsed_seconds', 0):.0f}s")
         self.rows.append(row)
         if note:
@@ -51,8 +72,9 @@ class Progress:
         if self.live:
             self.live.update(self._table())
         else:
-            self.console.print(f"round {row[0]}: proposed {row[1]}, graded {row[2]}, failed {row[3]}; best {row[4]} "
-                               f"{row[5]}; tokens {row[6]}; USD {row[7]}; {row[8]}" + (f"; {note}" if note else ""),
+            best_part = f"best {row[4]} {row[5]}" if best else "best none yet"
+            self.console.print(f"round {row[0]}: proposed {row[1]}, graded {row[2]}, failed {row[3]}; {best_part}; "
+                               f"tokens {row[6]}; USD {row[7]}; {row[8]}" + (f"; {note}" if note else ""),
                                highlight=False, soft_wrap=True)
 
     def close(self) -> None:

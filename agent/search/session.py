@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,6 +24,7 @@ from agent.config import Config
 from agent.llm import Budget, PriceTable, RetryPolicy, make_client, parse_spec
 from agent.llm.gateway import Gateway, ModelUnreachable, Recorded
 from agent.llm.leak_guard import LeakGuard
+from agent.rundir.faults import MachineFault
 from agent.rundir.journal import read as read_journal
 from agent.rundir.schema import Event, journal_totals, new_run_dir, run_metadata
 from agent.rundir.store import RunDirError, RunStore
@@ -140,6 +142,15 @@ class Session:
                                   utilization=self.search.utilization())
             e.run_dir = self.store.root  # type: ignore[attr-defined]
             raise
+        except MachineFault:
+            # the disk refused a write: stop every thread now and write nothing more (run.json
+            # still says running, the last checkpoint stands: `pesflow resume` goes on from it)
+            if self.search.gw is not None:
+                self.search.gw.closing = True  # type: ignore[union-attr]
+            self.search.pipeline.abandon(timeout_s=10)
+            if self.search.pool is not None:
+                self.search.pool.close()
+            raise
         finally:
             self.progress.close()
             self.evaluator.close()
@@ -235,7 +246,10 @@ def resume_run(run_dir: Path, from_round: int | None = None, rounds: int | None 
         cfg.loop.rounds = rounds
     if max_usd is not None:  # the cap is the whole run's: raise it to go on after budget_exhausted
         cfg.llm.max_usd = max_usd
-    store = RunStore(run_dir)  # also drops a journal line torn by the crash
+    store = RunStore(run_dir)  # also cuts a journal line torn by the crash
+    for note in store.recover():  # said in one line each, and journaled
+        store.journal.append(Event.warning, message=note)
+        print(f"pesflow resume: warning: {note}", file=sys.stderr)
     events = read_journal(store.root / "journal.jsonl")
     if task.content_hash != run["task"]["content_hash"]:
         store.journal.append(Event.warning, message="the task package changed since the run started")

@@ -27,7 +27,7 @@ from agent.rundir.store import RunStore
 from agent.search import faults, roles
 from agent.search.grading import Grading
 from agent.search.pipeline import GraderPool, Pipeline
-from agent.search.progress import Progress
+from agent.search.progress import Progress, best_entry
 from agent.search.proposal import Proposal, Work, propose
 from agent.search.state import RoundState, SearchState, Selection, files_hash, rng_state
 from agent.search.utilization import Busy, Depth, one_line, utilization
@@ -157,8 +157,7 @@ class Search:
         self.state.start(self.population_config, self.baseline_files).add(base)
         self.journal(Event.candidate, id="baseline", round=0, parent_id=None, content_hash=base.content_hash, status=base.status)
         best0 = self.population.best()  # None when the baseline's own grading does not count
-        self.state.best_by_round.append({"round": 0, "best_id": best0.id if best0 else None,
-                                         "speedup": best0.speedup if best0 else None})
+        self.state.best_by_round.append(best_entry(0, best0))
         if self.gw is not None:
             self.select_ahead(0)
         self.checkpoint(0)
@@ -275,7 +274,7 @@ class Search:
         if moved:
             self.journal(Event.migration, round=k, moved=[list(m) for m in moved])
         best = self.population.best()
-        self.state.best_by_round.append({"round": k, "best_id": best.id if best else None, "speedup": best.speedup if best else None})
+        self.state.best_by_round.append(best_entry(k, best))
         self.state.pending.pop(k, None)
         stop = state.get("stop")
         if stop == CAP_RAISED_LATER:  # a replay past the cap a resume raised: on, as the resumed run went
