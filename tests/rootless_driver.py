@@ -35,7 +35,8 @@ def main() -> None:
                         "hard_fail_reasons": v.hard_fail_reasons, "environment": v.environment,
                         "probe": (v.raw or {}).get("probe"), "seconds": time.monotonic() - start,
                         "grader_seconds": v.grader_seconds, "tests": [v.tests.passed, v.tests.total] if v.tests else None,
-                        "limits": json.loads(limits.read_text()) if limits.is_file() else None, "euid": os.geteuid()})
+                        "limits": json.loads(limits.read_text()) if limits.is_file() else None, "euid": os.geteuid(),
+                        "trust": v.model_dump(mode="json").get("trust")})
     finally:
         ev.close()
     print("@@result " + json.dumps(out), flush=True)

@@ -57,6 +57,10 @@ def usable() -> str | None:
             return f"no {tool}"
     if not Path(SYSTEM_PYTHON).exists():
         return f"no system python at {SYSTEM_PYTHON}"
+    # the packages are copied from this interpreter: their compiled parts need the same minor version
+    have = subprocess.run([SYSTEM_PYTHON, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True).stdout
+    if have.strip() != str(tuple(sys.version_info[:2])):
+        return f"{SYSTEM_PYTHON} is {have.strip()}, the tests' python {tuple(sys.version_info[:2])}"
     return None
 
 

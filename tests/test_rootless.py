@@ -134,7 +134,11 @@ def test_a_forging_daemon_is_named_its_figures_count_for_nothing_and_it_is_gone(
     assert "result_forged_after_grader" in v["hard_fail_reasons"] and v["reward"] is None and v["speedup"] is None
     assert v["limits"]["strays"]
     assert tagged() == []  # killed with the namespace
-    assert batch["oracle"]["status"] == "ok" and batch["oracle"]["reward"] == 1.0  # the harness keeps working
+    oracle = batch["oracle"]
+    assert oracle["status"] == "ok" and oracle["reward"] == 1.0  # the harness keeps working
+    # the trust screen's guard ran in the grading's interpreters (its layer over site-packages, its config bound)
+    runtime = oracle["trust"]["checks"]["runtime"]
+    assert oracle["trust"]["suspect"] is False and runtime["candidate_processes"] >= 1 and runtime["events"] > 0
 
 
 @pytest.mark.parametrize("bomb, reason, mechanism", [("memory", "out_of_memory", "poll_rss+rlimit_as"),
