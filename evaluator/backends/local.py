@@ -274,9 +274,8 @@ class LocalBackend:
         layer = home / f"trust-{instrument.guard_hash()}"
         if not (layer / ".done").is_file():
             dirs = instrument.site_dirs(list(self.stand_in().site_packages), home / "upper")
-            instrument.make_layer(layer, dirs)
-        (run_dir / "trust-in").mkdir()
-        (run_dir / "trust-in" / "config.json").write_text(json.dumps(request.trust))
+            instrument.make_layer(layer, dirs, self.stand_in().python)
+        instrument.write_config(run_dir / "trust-in", request.trust)
         for name, host in request.trust_files.items():
             shutil.copyfile(host, run_dir / "trust-in" / name)
         return layer

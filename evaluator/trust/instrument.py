@@ -8,11 +8,15 @@ CONFIG_DIR, a writable OUT_DIR, and the event socket; nothing of the package is 
 from __future__ import annotations
 
 import hashlib
+import json
+import marshal
 import os
+import subprocess
 from pathlib import Path
 
 INSIDE = Path(__file__).resolve().parent / "inside"
-GUARD_FILES = ("pesflow_guard.pth", "pesflow_guard.py", "pesflow_guard_watch.py", "pesflow_guard_calls.py", "pesflow_probe.py")
+GUARD_FILES = ("pesflow_guard.pth", "pesflow_guard.py", "pesflow_guard_active.py", "pesflow_guard_watch.py",
+               "pesflow_guard_calls.py", "pesflow_probe.py")
 CONFIG_DIR = "/.pesflow-trust"  # read-only in the grading: config.json, the probe's inputs
 OUT_DIR = "/.pesflow-trust-out"  # writable: the guard's per-process files and kept inputs
 SOCKET = f"{CONFIG_DIR}/events.sock"
@@ -49,6 +53,15 @@ def guard_config(source_root: str, scope_texts: dict[str, str | None], baseline:
     }
 
 
+def write_config(folder: Path, trust: dict) -> None:
+    """The guard's config where a grading reads it: as JSON (the probe, people) and as marshal
+    (what the guard reads at every interpreter start: json and re are slow to import there;
+    version 4 of the format reads the same on every Python 3 a package may pin)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(trust))
+    (folder / "config.marshal").write_bytes(marshal.dumps(json.loads(json.dumps(trust)), 4))
+
+
 def site_dirs(stand_in_paths: list[str], image_layer: Path | None, max_depth: int = 7) -> list[str]:
     """Every site-packages folder a grading's interpreters may use: the stand-in python's, and
     those the package's image layer holds (a venv the Dockerfile made)."""
@@ -67,16 +80,26 @@ def site_dirs(stand_in_paths: list[str], image_layer: Path | None, max_depth: in
     return sorted(set(found))
 
 
-def make_layer(dest: Path, dirs: list[str]) -> Path:
-    """A tree holding the guard's files at each of `dirs`, laid over the root as a lower layer."""
+def make_layer(dest: Path, dirs: list[str], python: str | None = None) -> Path:
+    """A tree holding the guard's files at each of `dirs`, laid over the root as a lower layer;
+    compiled by `python` (the grading's interpreter) beside them, since a read-only folder gets
+    no __pycache__ and every interpreter of a grading would compile the guard again."""
     done = dest / ".done"
     if done.is_file():
         return dest
     dest.mkdir(parents=True, exist_ok=True)
+    sources = []
     for d in dirs:
         target = dest / d.lstrip("/")
         target.mkdir(parents=True, exist_ok=True)
         for name in GUARD_FILES:
             (target / name).write_bytes((INSIDE / name).read_bytes())
+            if name.endswith(".py"):
+                sources.append(str(target / name))
+    if python and sources:
+        # unchecked: the layer is keyed by the guard's hash, so its sources never change under it
+        code = ("import py_compile, sys\nfor f in sys.argv[1:]:\n    py_compile.compile(f, doraise=True, "
+                "invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)")
+        subprocess.run([python, "-c", code, *sources], capture_output=True, timeout=120, check=False)
     done.write_text("\n".join(dirs))
     return dest

@@ -47,7 +47,7 @@ from evaluator.limits import TOO_MANY_PROCESSES, cgroup_count, kill_members
 from evaluator.parallel import Slot
 from evaluator.sandbox import BoundedSink
 from evaluator.task import DEV_ENGINES, Task, dev_engine_of
-from evaluator.trust import collect
+from evaluator.trust import collect, instrument
 from evaluator.verdict import read_reward_file
 
 PODMAN_SOCKET = "/run/podman/podman.sock"
@@ -179,7 +179,7 @@ class DockerBackend:
             for name, host in request.reviewer_files.items():
                 shutil.copyfile(host, w.staging / "reviewer" / name)
             if request.trust is not None:
-                (w.staging / "trust" / "config.json").write_text(json.dumps(request.trust))
+                instrument.write_config(w.staging / "trust", request.trust)
                 for name, host in request.trust_files.items():
                     shutil.copyfile(host, w.staging / "trust" / name)
                 # read here while the engine runs on this host; a remote engine's gradings keep the files only

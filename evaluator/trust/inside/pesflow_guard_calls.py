@@ -119,20 +119,6 @@ def install(g):
                 pass
         sweep()
 
-    try:
-        from importlib import _bootstrap_external as be  # slow to import in every interpreter: only once the guard is on
-        inner = be._LoaderBasics.exec_module
-
-        def exec_module(self, module):
-            inner(self, module)
-            try:
-                after_exec(module)
-            except Exception:  # noqa: BLE001 - the guard never breaks an import
-                pass
-        be._LoaderBasics.exec_module = exec_module
-    except Exception:  # noqa: BLE001
-        pass
-
     exited = [False]
 
     def at_exit():
