@@ -26,6 +26,7 @@ from agent.rundir.store import RunDirError
 from agent.llm.gateway import ModelUnreachable
 from agent.search.session import NoLLMConfigured, apply_run_flags, replay_run, resume_run, start_run
 from evaluator import backends, sandbox
+from evaluator.backends.base import BackendUnavailable
 from evaluator.benchmark import FetchError, fetch, say_source
 from evaluator.calibrate import CalibrationError, calibrate, official_note
 from evaluator.candidate import CandidateError
@@ -326,6 +327,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"run: {where}")  # stdout's last line, as after every run that made a directory
         print(f"pesflow {args.command}: the model cannot be used: {e}{again}", file=sys.stderr)
         return 2
+    except BackendUnavailable as e:  # where gradings go cannot take them (evaluator/backends/base.py)
+        print(f"pesflow {args.command}: {e}", file=sys.stderr)  # one line; the run directory stays resumable
+        return 3
     except MachineFault as e:  # the disk refused a run directory's write (agent/rundir/faults.py)
         if e.run_dir is not None:
             print(f"run: {e.run_dir}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
 class _Strict(BaseModel):
@@ -59,6 +59,19 @@ class ModalConfig(_Strict):
     max_log_bytes: int = Field(2 << 20, gt=4096)
 
 
+class RayConfig(_Strict):
+    address: str = "auto"  # auto: RAY_ADDRESS or the cluster `ray start` left here, else a local one pesflow starts and stops
+    node_backend: Literal["local", "docker"] = "local"  # what grades on each node
+    connect_timeout_sec: float = Field(30, gt=0)  # an address that does not answer by then: one line, exit 3
+    resource_wait_sec: float = Field(60, gt=0)  # no node with the package's GPUs/CPUs by then: one line, exit 3
+    grace_sec: float = Field(1800, gt=0)  # a grading's task may take this beyond its timeout (queue, first prepare on a node)
+    node_retries: int = Field(2, ge=0)  # gradings lost with their node, graded again elsewhere (never charged)
+    node_cache_dir: str = "~/.cache/pesflow/ray"  # on each node: its packages and its backend's cache, by node id
+    ship_code: bool = True  # pesflow's evaluator package travels with the job (the nodes grade with the driver's code)
+    cpus: float | None = Field(None, gt=0)  # per grading; None: the task's [environment].cpus
+    memory_mb: int | None = Field(None, ge=0)  # per grading; None: the task's memory_mb; 0: none asked
+
+
 class BenchmarkConfig(_Strict):
     url: str = "https://github.com/one2piece2hello/LLM-Infra-Bench-faibench.git"
     ref: str = "5fe5762d823ee4831181109342bf6482a8acc552"  # the commit pesflow's results were measured on
@@ -76,7 +89,7 @@ class TrustConfig(_Strict):
 
 
 class EvaluatorConfig(_Strict):
-    backend: Literal["local", "docker", "modal"] = "local"
+    backend: str = "local"  # a name in the registry (evaluator/backends/__init__.py): local, docker, modal, ray
     grader: Literal["dev", "hidden"] = "dev"
     timeout_sec: float | None = Field(None, gt=0)
     calibrate_repeats: int = Field(3, ge=3)
@@ -87,4 +100,13 @@ class EvaluatorConfig(_Strict):
     local: LocalConfig = Field(default_factory=LocalConfig)
     docker: DockerConfig = Field(default_factory=DockerConfig)
     modal: ModalConfig = Field(default_factory=ModalConfig)
+    ray: RayConfig = Field(default_factory=RayConfig)
     trust: TrustConfig = Field(default_factory=TrustConfig)
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, v: str) -> str:
+        from evaluator.backends import entry  # the registry (imports no backend's SDK)
+
+        entry(v)  # a ValueError naming the known ones
+        return v

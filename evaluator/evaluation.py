@@ -19,8 +19,7 @@ from typing import Literal
 
 from evaluator.backends.base import Backend, GradeRequest, GradeRun, InfraError, Prepared
 from evaluator.candidate import Candidate, CandidateError, CandidateSource, apply_diff, scope_violations
-from evaluator import modes
-from evaluator.backends.local import LocalBackend
+from evaluator import backends, modes
 from evaluator.config import EvaluatorConfig
 from evaluator.modes import PackageLacks
 from evaluator.parallel import ParallelBackend
@@ -34,19 +33,7 @@ Mode = Literal["candidate", "noop", "oracle", "negative"]
 
 
 def make_backend(config: EvaluatorConfig, extra_hidden: list[Path] = ()) -> Backend:  # type: ignore[assignment]
-    inner: Backend
-    if config.backend == "local":
-        inner = LocalBackend(config.local, extra_hidden=list(extra_hidden), writable=config.writable_paths)
-    elif config.backend == "docker":
-        from evaluator.backends.docker import DockerBackend  # the docker SDK is optional (.[docker])
-
-        inner = DockerBackend(config.docker, writable=config.writable_paths)
-    elif config.backend == "modal":
-        from evaluator.backends.modal_backend import ModalBackend  # the modal SDK is optional (.[modal])
-
-        inner = ModalBackend(config.modal)
-    else:
-        raise ValueError(f"unknown backend {config.backend!r}")
+    inner = backends.create(config, list(extra_hidden))  # found by name (evaluator/backends/__init__.py)
     # worker slots, one grading per GPU at a time, infrastructure failures retried
     return ParallelBackend(inner, workers=config.workers, gpu_devices=config.gpu_devices, retries=config.infra_retries)
 
@@ -82,7 +69,8 @@ class Evaluator:
                  artifact: Path | None = None) -> Verdict:
         task = self.task(task) if isinstance(task, str) else task
         grader = grader or self.config.grader
-        device = check_device(task, device)
+        # a backend whose gradings bring their own GPUs (Modal, Ray) needs none here
+        device = check_device(task, device, gpus_here=backends.capabilities_of(self.backend).gpus == "host")
         start = time.monotonic()
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%f")
         log_dir = Path(out_dir or self.log_root / task.name / f"{stamp}-{mode}-{grader}").resolve()
@@ -163,6 +151,8 @@ class Evaluator:
         verdict = from_reward_json(run.reward, grader_seconds=run.grader_seconds,
                                    **{k: v for k, v in base.items() if k != "ref_speedup"})
         verdict.environment = prepared.state.get("environment") or {"kind": "image"}
+        if run.node:  # a cluster backend's node: where the verdict was measured
+            verdict.environment = {**verdict.environment, "node": run.node}
         if verdict.ref_speedup is None:
             verdict.ref_speedup = task.anchor.value
         if grader == "dev":
@@ -280,12 +270,13 @@ class _Grading:
     log_dir: Path
 
 
-def check_device(task: Task, device: str | None) -> str | None:
-    """The device a GPU task is graded on; a GPU task on a machine without one needs --device cpu."""
+def check_device(task: Task, device: str | None, gpus_here: bool = True) -> str | None:
+    """The device a GPU task is graded on; a GPU task on a machine without one needs --device cpu
+    (`gpus_here` False: the backend's gradings run where the GPUs are, this machine needs none)."""
     if device not in (None, "cpu", "cuda"):
         raise TaskError(f"unknown device {device!r}; use --device cuda or --device cpu")
     if task.gpus > 0 and device != "cpu":
-        if not gpu_available():
+        if gpus_here and not gpu_available():
             raise TaskError(f"{task.name} needs a GPU (gpus = {task.gpus}) and this machine has none; "
                             "pass --device cpu to check its correctness on the CPU with small shapes (no reward)")
         return "cuda"

@@ -16,28 +16,21 @@ search's thread pool calling it) needs no change:
 
 from __future__ import annotations
 
-import inspect
 import os
 import shutil
 import subprocess
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Callable, Iterable, TypeVar
 
-from evaluator.backends.base import Backend, GradeRequest, GradeRun, InfraError, Prepared
+from evaluator.backends import capabilities_of, forget
+from evaluator.backends.base import Backend, Capabilities, GradeRequest, GradeRun, InfraError, Prepared, Slot
 from evaluator.task import Task
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-@dataclass(frozen=True)
-class Slot:
-    index: int  # the worker, 0 .. workers-1
-    devices: tuple[int, ...] = ()  # the GPUs this grading holds (GPU tasks only)
-    gpus: int = 0  # GPUs the grading needs (0: a CPU task, or a GPU task checked on the CPU)
 
 
 @lru_cache(maxsize=1)
@@ -59,13 +52,6 @@ def device_groups(devices: Iterable[int], per_task: int) -> list[tuple[int, ...]
     return [tuple(devs[i : i + per_task]) for i in range(0, len(devs) - per_task + 1, per_task)] if per_task > 0 else []
 
 
-def _takes_slot(backend: Any) -> bool:
-    try:
-        return "slot" in inspect.signature(backend.grade).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 class ParallelBackend:
     """A backend graded from many threads at once; see the module's docstring."""
 
@@ -82,7 +68,8 @@ class ParallelBackend:
         self._busy_devices: set[int] = set()
         self._prepare_locks: dict[str, threading.Lock] = {}
         self._prepared: dict[str, Prepared] = {}
-        self._slot_aware = _takes_slot(inner)
+        # what the backend declares (its own, or its registry entry's), never guessed from its signature
+        self.capabilities: Capabilities = capabilities_of(inner)
         self.peak = 0  # the most gradings that ran at once (for tests and benchmarks)
 
     # ------------------------------------------------------------------ slots
@@ -91,10 +78,13 @@ class ParallelBackend:
 
     def acquire(self, task: Task, on_cpu: bool = False) -> Slot:
         """Block until a worker slot (and, for a GPU task, that slot's GPUs) is free; take it.
-        `on_cpu`: a GPU task checked on the CPU (--device cpu) needs no GPU."""
+        `on_cpu`: a GPU task checked on the CPU (--device cpu) needs no GPU. A backend whose
+        gradings bring their own GPUs (Modal, Ray) is held to `workers` only: this machine's
+        GPUs are not read, not required, and never handed to it."""
         gpus = 0 if on_cpu else task.gpus
-        groups = device_groups(self._devices(), gpus) if gpus > 0 else []
-        if gpus > 0 and not groups:
+        gpus_here = gpus > 0 and self.capabilities.gpus == "host"
+        groups = device_groups(self._devices(), gpus) if gpus_here else []
+        if gpus_here and not groups:
             raise InfraError(f"{task.name} needs {task.gpus} GPU(s) and only {len(self._devices())} are available "
                              "to pesflow here (evaluator.gpu_devices); grade it where it fits, or with --device cpu")
         with self._cond:
@@ -155,7 +145,7 @@ class ParallelBackend:
 
     def _grade_once(self, prepared: Prepared, request: GradeRequest, slot: Slot) -> GradeRun:
         try:
-            if self._slot_aware:
+            if self.capabilities.slots:
                 return self.inner.grade(prepared, request, slot=slot)  # type: ignore[call-arg]
             if slot.devices:
                 # a backend without warm per-slot state: pin the grader to its GPUs by environment
@@ -164,8 +154,15 @@ class ParallelBackend:
         except InfraError as e:
             return GradeRun(reward=None, returncode=-1, timed_out=False, seconds=0.0, output="", infra_error=str(e))
 
+    def cancel_all(self) -> int:
+        cancel = getattr(self.inner, "cancel_all", None)
+        return int(cancel() or 0) if cancel is not None else 0
+
     def close(self) -> None:
-        self.inner.close()
+        try:
+            self.inner.close()
+        finally:
+            forget(self.inner)
 
 
 def grade_all(fn: Callable[[T], R], items: Iterable[T], workers: int) -> list[R]:

@@ -11,10 +11,15 @@ only comes out right when files went in and logs came back as they should.
 from __future__ import annotations
 
 import inspect
+import os
 import io
 import json
 import re
+import shlex
+import shutil
+import subprocess
 import tarfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -121,8 +126,9 @@ class Sandbox:
         script = argv[-1] if argv[0] == "sh" else ""
         if "score_engine.sh" in " ".join(argv) and "@@pesflow:grader_ns=" not in script:  # the dev engine probe
             return Process("/opt/loop/score_engine.sh\n")
-        if "nvidia-smi" in script:
-            return Process("NVIDIA H100 80GB HBM3\n")
+        if "nvidia-smi" in script or "memory.events" in script:
+            return Process(("oom_kill 1\n" if self.rec.oom else "oom_kill 0\n")
+                           + ("NVIDIA H100 80GB HBM3\n" if "nvidia-smi" in script else ""))
         if "tar -cf" in script:
             buf = io.BytesIO()
             with tarfile.open(fileobj=buf, mode="w") as tf:
@@ -151,6 +157,8 @@ class Recorder:
         self.execs: list[tuple[tuple, dict]] = []
         self.sandboxes: list[Sandbox] = []
         self.fail_grading = False
+        self.oom = False
+        self.create_delay = 0.0  # seconds Sandbox.create takes (a queue for quota)
 
     def call(self, name: str, real, *args, **kwargs) -> None:  # noqa: ANN001
         # the real SDK's signature must accept exactly what the backend passed
@@ -180,6 +188,7 @@ def rec(monkeypatch) -> Recorder:
 
     def create(*args, **kw):  # noqa: ANN002, ANN003, ANN202
         r.call("Sandbox.create", real_create, *args, **kw)
+        time.sleep(r.create_delay)
         sb = Sandbox(r, kw["image"], kw)
         r.sandboxes.append(sb)
         return sb
@@ -220,7 +229,7 @@ def test_a_hidden_grading_goes_in_and_comes_back_and_is_terminated(rec, tmp_path
     assert sb.files["/app/repo/toy/kernel.py"].decode() == FAST  # the candidate went in as a tar
     kw = rec.named("Sandbox.create")[-1].arguments
     assert kw["args"] == ("sleep", "infinity") and kw["block_network"] is True
-    assert kw["gpu"] is None and kw["cpu"] == 1.0 and kw["memory"] == 1024  # the task's [environment]
+    assert kw["gpu"] is None and kw["cpu"] == (1.0, 1.0) and kw["memory"] == (1024, 1024)  # the task's [environment], as limits
     assert kw["timeout"] == 60 + 600  # the grading's limit plus start-up: the sandbox cannot outlive it
     grader = [k for a, k in rec.execs if "@@pesflow:grader_ns=" in a[-1]][-1]
     assert grader["timeout"] == 60 and grader["env"]["KERNELBENCH_VERIFY_MODE"] == "candidate"
@@ -264,7 +273,7 @@ def test_gpu_type_and_count_come_from_config_and_task(rec, tmp_path):
     def request(env: dict[str, str]) -> GradeRequest:
         return GradeRequest(files={}, grader="hidden", env=env, reviewer_files={}, timeout=100, out_dir=tmp_path)
 
-    assert backend.sandbox_settings(prepared, request({}))["gpu"] == "A100-80GB:2"
+    assert backend.sandbox_settings(prepared, request({}))["gpu"] == "A100-80GB!:2"  # pinned: no other type
     assert backend.sandbox_settings(prepared, request({"KERNELBENCH_DEVICE": "cpu"}))["gpu"] is None
     # Modal has no H20: an anchor measured there is flagged; one from the same GPU family is not
     task.anchor.calibrated_on = "NVIDIA H20 (pesflow calibrate)"
@@ -292,3 +301,110 @@ def test_registry_images_and_a_missing_sdk(rec, tmp_path, monkeypatch):
 def test_parallel_wrapper_passes_modal_through(rec, tmp_path):
     backend = ModalBackend(ModalConfig(cache_dir=str(tmp_path)))
     assert ParallelBackend(backend).name == "modal"
+
+
+# ------------------------------------------------------------------ issue 21, item 6
+from evaluator.backends.base import BackendUnavailable, GradeRequest, Prepared  # noqa: E402
+from evaluator.backends.in_container import grader_script, left_running  # noqa: E402
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="a pid namespace needs root and unshare")
+def test_the_wrapper_kills_the_graders_leftovers_but_never_the_sandboxs_own_command():
+    """As in a Modal sandbox: pid 1 an init, its child the sandbox's command. The grader leaves a
+    process behind; it is listed and killed, and the sandbox's command lives on (with `kill -9 -1`
+    it died, the sandbox finished, and the execs after the grader raised)."""
+    def run(spare: bool) -> str:
+        script = grader_script("sleep 300 & sleep 0.1; echo graded", "", spare_existing=spare)
+        outer = ("sleep infinity & cmd=$!; sh -c " + shlex.quote(script) + "; echo rc=$?; sleep 0.2; "
+                 "for d in /proc/[0-9]*; do read -r c < $d/comm && echo \"left:$c\"; done; kill -0 $cmd 2>/dev/null && echo CMD_ALIVE")
+        return subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", outer],
+                              capture_output=True, text=True, timeout=30).stdout
+    out = run(spare=True)
+    assert "graded" in out and "rc=0" in out and [s.split(":")[1] for s in left_running(out)] == ["sleep"]
+    assert "CMD_ALIVE" in out and out.count("left:sleep") == 1  # the command only: the stray is gone
+    assert "CMD_ALIVE" not in run(spare=False)  # the docker wrapper's kill -9 -1: what Modal must not get
+
+
+def _gpu_task(gpus: int = 1):  # noqa: ANN202
+    task = load_task("kfc/toy-sum", [FIXTURES]).model_copy(deep=True)
+    task.toml.environment.gpus = gpus
+    return task
+
+
+def test_a_gpu_grading_never_reads_or_hides_the_drivers_gpus(rec, tmp_path):
+    """This machine has no GPU, and the driver is told it has GPU 3: a GPU task still goes to
+    Modal, on the pinned type, and the sandbox's GPU is not renamed by the driver's devices."""
+    cfg = EvaluatorConfig(backend="modal", modal=ModalConfig(cache_dir=str(tmp_path / "cache")))
+    backend = ParallelBackend(ModalBackend(cfg.modal), workers=2, gpu_devices=[3])
+    ev = Evaluator(cfg, tasks_roots=[FIXTURES], backend=backend, log_root=tmp_path / "logs")
+    v = ev.evaluate(_gpu_task(), candidate=CandidateSource(files={"toy/kernel.py": FAST}), grader="hidden")
+    assert v.status == Status.ok and v.speedup == 500.0
+    assert rec.named("Sandbox.create")[-1].arguments["gpu"] == "H100!:1"
+    grader = [k for a, k in rec.execs if "@@pesflow:grader_ns=" in a[-1]][-1]
+    assert "CUDA_VISIBLE_DEVICES" not in grader["env"] and grader["env"]["KERNELBENCH_DEVICE"] == "cuda"
+    assert "graded on Modal GPU NVIDIA H100 80GB HBM3" in v.message
+
+
+def test_cpu_memory_and_gpu_reach_modal_as_limits_and_a_pinned_type(tmp_path):
+    """Read through the SDK's own conversion to its wire format: a bare number is a request with
+    no limit (max 0), a (request, limit) pair is capped; "!" stays on the type Modal is sent."""
+    from modal._resources import convert_fn_config_to_resources_config
+
+    backend = ModalBackend(ModalConfig(gpu="A100-80GB", cache_dir=str(tmp_path)))
+    prepared = Prepared(task=_gpu_task(2), key="k", seconds=0, cached=False)
+    s = backend.sandbox_settings(prepared, GradeRequest(files={}, grader="hidden", env={}, reviewer_files={}, timeout=100,
+                                                        out_dir=tmp_path))
+    res = convert_fn_config_to_resources_config(cpu=s["cpu"], memory=s["memory"], gpu=s["gpu"])
+    assert (res.milli_cpu, res.milli_cpu_max, res.memory_mb, res.memory_mb_max) == (1000, 1000, 1024, 1024)
+    assert (res.gpu_config.gpu_type, res.gpu_config.count) == ("A100-80GB!", 2)
+    bare = convert_fn_config_to_resources_config(cpu=1.0, memory=1024, gpu=None)
+    assert bare.milli_cpu_max == 0 and bare.memory_mb_max == 0  # what the backend used to send: no limit at all
+    inspect.signature(modal.Sandbox.create).bind("sleep", "infinity", **s)  # the SDK takes every setting
+    assert ModalBackend(ModalConfig(gpu="H100", exact_gpu=False)).gpu_type() == "H100"
+
+
+def test_hardware_notes_compare_what_nvidia_smi_named():
+    task = load_task("kfc/toy-sum", [FIXTURES]).model_copy(deep=True)
+    task.anchor.calibrated_on = "NVIDIA H100 SXM"
+    served = hardware_notes(task, "H100:1", "NVIDIA H200")  # an unpinned request, served on another type
+    assert served[0] == "graded on Modal GPU NVIDIA H200" and "served a H200 for a H100 request" in served[1]
+    assert "not comparable" in served[2]
+    task.anchor.calibrated_on = "NVIDIA H20"
+    assert "not comparable" in hardware_notes(task, "H200!:1", "NVIDIA H200")[-1]  # H20 is not a prefix match of H200
+
+
+def test_an_oom_in_the_sandbox_is_the_candidates_out_of_memory(rec, tmp_path):
+    rec.oom = True
+    v = make_evaluator(tmp_path).evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FAST}), grader="hidden")
+    assert v.status == Status.hard_fail and v.hard_fail_reasons[0] == "out_of_memory" and v.reward == 0
+
+
+def test_a_sandbox_never_scheduled_stops_the_command_with_one_line(rec, tmp_path, monkeypatch, capsys):
+    from agent.cli import main
+
+    rec.create_delay = 2.0  # a workspace at its quota: Modal queues the sandbox
+    monkeypatch.chdir(tmp_path)
+    t0 = time.monotonic()
+    rc = main(["evaluate", "kfc/toy-sum", "--mode", "noop", "--grader", "hidden", "--backend", "modal", "--tasks-root",
+               str(FIXTURES), "--set", "evaluator.modal.queue_timeout_sec=0.3", "--set", f"evaluator.modal.cache_dir={tmp_path}"])
+    last = capsys.readouterr().err.strip().splitlines()[-1]  # (a line before it says where the package came from)
+    assert rc == 3 and time.monotonic() - t0 < 1.8
+    assert last.startswith("pesflow evaluate: Modal did not schedule a sandbox (CPU) within 0.3 s") and "queue_timeout_sec" in last
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and not (rec.sandboxes and rec.sandboxes[-1].terminated):
+        time.sleep(0.05)
+    assert rec.sandboxes and all(sb.terminated == 1 for sb in rec.sandboxes)  # the late one, terminated on arrival
+    rec.create_delay = 0.0
+    monkeypatch.setattr(modal.Sandbox, "create", staticmethod(
+        lambda *a, **k: (_ for _ in ()).throw(modal.exception.ResourceExhaustedError("Insufficient capacity"))))
+    with pytest.raises(BackendUnavailable, match="no capacity"):
+        make_evaluator(tmp_path).evaluate("kfc/toy-sum", mode="noop", grader="hidden")
+
+
+def test_the_modal_floor_is_where_the_sdk_calls_used_came_in():
+    """Image.build and Sandbox.exec(env=) first appear in modal 1.2 (read in 1.1.4's and 1.2.0's
+    sources): pyproject's floor must not promise less, and the installed SDK must have both."""
+    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    floors = re.findall(r'"modal>=([\d.]+)"', text)
+    assert floors and all(tuple(map(int, f.split("."))) >= (1, 2) for f in floors)
+    assert hasattr(modal.Image, "build") and "env" in inspect.signature(modal.Sandbox.exec).parameters

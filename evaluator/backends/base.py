@@ -13,6 +13,13 @@ class InfraError(Exception):
     """Our machinery or the machine failed; never reported as the candidate's fault."""
 
 
+class BackendUnavailable(Exception):
+    """Where gradings go cannot take them at all (a cluster that cannot be reached, resources no
+    node has, a cloud that does not schedule within the configured wait): no retry or next
+    candidate can cure it, so it is not an InfraError (those become a verdict and are retried);
+    it stops the command with its one line (exit 3), the run directory resumable."""
+
+
 def command_for(request: "GradeRequest", prepared: "Prepared") -> tuple[str, list[str]]:
     """The grader's command and where its verdict lands; a dev grading of a package without a
     dev engine is an InfraError naming the fix (every backend asks the same way)."""
@@ -22,6 +29,29 @@ def command_for(request: "GradeRequest", prepared: "Prepared") -> tuple[str, lis
     if found is None:
         raise InfraError(NO_DEV_ENGINE)
     return found
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend tells the scheduler in front of it (evaluator/parallel.py) about itself.
+
+    gpus: whose GPUs a GPU grading runs on. "host": this machine's (the driver's nvidia-smi
+    lists them, one grading per GPU at a time, CUDA_VISIBLE_DEVICES names the slot's); "remote":
+    each grading brings its own (a Modal sandbox, a Ray task placed on a node with a GPU), so
+    the driver's GPUs are neither read nor required, and nothing pins the grader's devices.
+    slots: grade() takes the worker slot (`slot=`), for warm state kept per slot (docker).
+    cancel: cancel_all() stops gradings in flight elsewhere (a signal to pesflow stops them)."""
+
+    gpus: str = "host"  # "host" | "remote"
+    slots: bool = False
+    cancel: bool = False
+
+
+@dataclass(frozen=True)
+class Slot:
+    index: int  # the worker, 0 .. workers-1
+    devices: tuple[int, ...] = ()  # the host GPUs this grading holds (GPU tasks on a "host" backend only)
+    gpus: int = 0  # GPUs the grading needs (0: a CPU task, or a GPU task checked on the CPU)
 
 
 @dataclass
@@ -61,9 +91,16 @@ class GradeRun:
     notes: list[str] = field(default_factory=list)  # remarks for the verdict's message (a backend's, e.g. the GPU used)
     trust_events: list[dict[str, Any]] = field(default_factory=list)  # the guard's events, socket and files merged
     trust_socket: bool = False  # whether they came over the socket (then only its copy of a record is believed)
+    node: dict[str, Any] | None = None  # where a cluster backend ran it (ray: node id, host, GPUs, attempts)
 
 
 class Backend(Protocol):
+    """What every backend offers (evaluator/backends/__init__.py registers them by name).
+
+    Optional, read with getattr: `capabilities` (a Capabilities; else the registry's entry
+    says), `cancel_all()` (stop every grading in flight, return how many; a signal's job).
+    `grade` is given `slot=` only when capabilities.slots says it wants it."""
+
     name: str
 
     def prepare(self, task: Task) -> Prepared: ...

@@ -27,7 +27,7 @@ alive() {
     [ "$p" = 1 ] && continue
     [ "$p" = "$$" ] && continue
     [ "$p" = "$keep" ] && continue
-    read -r st < "$d/stat" 2>/dev/null || continue
+    { read -r st < "$d/stat"; } 2>/dev/null || continue
     rest=${st##*) }; state=${rest%% *}; rest=${rest#* }; ppid=${rest%% *}
     comm=${st#*(}; comm=${comm%)*}
     [ "$state" = Z ] && continue
@@ -38,10 +38,42 @@ alive() {
 """
 
 
-def grader_script(command: str, keep: str) -> str:
-    """The grader, timed from inside; then what it left running is listed and killed."""
-    return (f"t0=$(date +%s%N); {command}; rc=$?; t1=$(date +%s%N); echo; echo {TIMED}$((t1 - t0))\n"
-            f"keep={shlex.quote(keep)}\n{ALIVE_FN}\nalive; echo \"{STRAYS}$left\"; kill -9 -1 2>/dev/null; exit $rc\n")
+# Kills, by pid, the processes `alive` lists (stopped first, so a forking one cannot outrun the
+# list), until none is left or 20 rounds have passed; forks only `kill` itself.
+KILL_LISTED_FN = r"""
+kill_listed() {
+  n=0
+  while [ "$n" -lt 20 ]; do
+    alive
+    [ -z "$left" ] && return 0
+    pids=""; for e in $left; do pids="$pids ${e%%:*}"; done
+    kill -STOP $pids 2>/dev/null; kill -9 $pids 2>/dev/null
+    n=$((n + 1))
+  done
+}
+"""
+
+
+def grader_script(command: str, keep: str, *, spare_existing: bool = False) -> str:
+    """The grader, timed from inside; then what it left running is listed and killed.
+
+    Default (a docker container, whose init respawns its own `sleep`): everything but the init
+    is killed with `kill -9 -1`. `spare_existing` (a Modal sandbox): every process that was
+    alive before the grader started is spared and only the grader's leftovers are killed by pid,
+    because there the sandbox's own command is a child of Modal's init, and `kill -9 -1` would
+    kill it too: the sandbox finishes, and every exec after the grader's (the logs, nvidia-smi)
+    raises, turning each completed grading into an infra error."""
+    if not spare_existing:
+        return (f"t0=$(date +%s%N); {command}; rc=$?; t1=$(date +%s%N); echo; echo {TIMED}$((t1 - t0))\n"
+                f"keep={shlex.quote(keep)}\n{ALIVE_FN}\nalive; echo \"{STRAYS}$left\"; kill -9 -1 2>/dev/null; exit $rc\n")
+    # `pre` holds the processes that were there before (Modal's init, the sandbox's command, its
+    # exec machinery): the `alive` of this mode skips them by pid (a command may still be exec'ing
+    # when it is listed, so its name can change), and lists only what the grader left.
+    # `keep` is never empty here, so a grader's `sleep` adopted by the init is not taken for ours.
+    return (f"keep={shlex.quote(keep or '-')}\n{ALIVE_FN}\nalive; pre=\" $left \"\n"
+            "alive_all() { alive; kept=\"\"; for e in $left; do case \"$pre\" in *\" ${e%%:*}:\"*) ;; *) kept=\"$kept $e\";; esac; done; left=$kept; }\n"
+            f"t0=$(date +%s%N); {command}; rc=$?; t1=$(date +%s%N); echo; echo {TIMED}$((t1 - t0))\n"
+            f"alive_all; echo \"{STRAYS}$left\"\n{KILL_LISTED_FN.replace('    alive', '    alive_all')}\nkill_listed\nexit $rc\n")
 
 
 def grader_seconds(output: str) -> float | None:

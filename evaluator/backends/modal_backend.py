@@ -11,14 +11,20 @@ at prepare time, so a broken build is an infra error there and not in the first 
 A small reference sandbox answers what the baseline holds (scope files, the dev engine).
 
 Grade: a new sandbox per candidate (Modal's start-up is paid per candidate; isolation is a
-new machine), network blocked, the task's cpus and memory, for GPU tasks the configured GPU
-type with the task's count. tests/ is added to the sandbox's image only for the hidden
+new machine), network blocked, the task's cpus and memory each as (request, limit) (a bare
+number is only a reservation: a grading could use more, and its out-of-memory would never be
+the candidate's), for GPU tasks the configured GPU type pinned ("H100!") with the task's count.
+A sandbox Modal does not schedule within evaluator.modal.queue_timeout_sec (a workspace at its
+quota queues it) stops the command: BackendUnavailable, one line, exit 3. tests/ is added to the sandbox's image only for the hidden
 grader (and the reviewer's patch for oracle/negative), the candidate's files go in as a tar,
 the grader runs as one exec with the grading's timeout (the sandbox's own timeout backs it),
-/logs comes back as regular files, and the sandbox is terminated whatever happened.
+its leftovers are killed by pid (never `kill -9 -1`: that kills the sandbox's own command, and
+the execs that follow would find the sandbox finished), /logs comes back as regular files, and
+the sandbox is terminated whatever happened.
 
-Modal offers no H20: the verdict's message names the GPU the grading ran on and flags a
-task whose anchor was calibrated on other hardware (its reward is then not comparable).
+Modal offers no H20: the verdict's message names the GPU nvidia-smi saw in the sandbox and
+flags a task whose anchor was calibrated on other hardware (its reward is then not comparable).
+A GPU grading sent here never reads the driver's GPUs (capabilities: gpus="remote").
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import io
 import math
+import re
 import shlex
 import shutil
 import tarfile
@@ -35,18 +42,19 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.backends import archive
-from evaluator.backends.base import GradeRequest, GradeRun, InfraError, Prepared, command_for
+from evaluator.backends.base import BackendUnavailable, Capabilities, GradeRequest, GradeRun, InfraError, Prepared, command_for
 from evaluator.backends.build_context import build_context
 from evaluator.backends.in_container import (
     BACKGROUND_PROCESS, grader_script, grader_seconds, left_running, with_reasons,
 )
 from evaluator.config import ModalConfig
+from evaluator.limits import OUT_OF_MEMORY
 from evaluator.dockerfile import DockerfileError
 from evaluator.sandbox import BoundedSink
 from evaluator.task import DEV_ENGINES, NOT_IN_IMAGE, Task, dev_engine_of, package_hash
 from evaluator.verdict import read_reward_file
 
-BACKEND_VERSION = "modal-1"
+BACKEND_VERSION = "modal-2"
 REVIEWER = "/.pesflow-reviewer"
 REFERENCE_TIMEOUT_SEC = 3600
 
@@ -57,6 +65,8 @@ def _short(e: BaseException) -> str:
 
 class ModalBackend:
     name = "modal"
+    # each grading's sandbox brings its GPUs: the driver's are neither read nor required
+    capabilities = Capabilities(gpus="remote")
 
     def __init__(self, config: ModalConfig | None = None, sdk: Any = None):
         self.config = config or ModalConfig()
@@ -101,6 +111,8 @@ class ModalBackend:
             self._images[key] = image
             ref = self._reference(key)
             found = _run(ref, "sh", "-c", 'for f in "$@"; do [ -f "$f" ] && echo "$f"; done', "pesflow", *DEV_ENGINES)[1].split()
+        except BackendUnavailable:
+            raise
         except (InfraError, DockerfileError) as e:
             raise InfraError(str(e)) from None
         except Exception as e:  # the SDK's errors (auth, quota, build, network) come in many types
@@ -132,8 +144,7 @@ class ModalBackend:
             ref = self._refs.get(key)
         if ref is not None and ref.poll() is None:
             return ref
-        ref = self.sdk().Sandbox.create("sleep", "infinity", app=self._app_handle(), image=self._images[key],
-                                        timeout=REFERENCE_TIMEOUT_SEC, block_network=True)
+        ref = self._create(self._images[key], {"timeout": REFERENCE_TIMEOUT_SEC, "block_network": True})
         with self._lock:
             self._refs[key] = ref
         return ref
@@ -155,13 +166,57 @@ class ModalBackend:
         on_cpu = request.env.get("KERNELBENCH_DEVICE") == "cpu"
         gpus = 0 if on_cpu else prepared.task.gpus
         out: dict[str, Any] = {"timeout": int(math.ceil(request.timeout + self.config.startup_timeout_sec)),
-                               "block_network": True, "gpu": f"{self.config.gpu}:{gpus}" if gpus else None}
+                               "block_network": True, "gpu": f"{self.gpu_type()}:{gpus}" if gpus else None}
         cpu, memory = self.config.cpu or env.cpus, self.config.memory_mb or env.memory_mb
+        # (request, limit): a bare number only reserves, and the grading could take more
         if cpu:
-            out["cpu"] = float(cpu)
+            out["cpu"] = (float(cpu), float(cpu))
         if memory:
-            out["memory"] = int(memory)
+            out["memory"] = (int(memory), int(memory))
         return out
+
+    def gpu_type(self) -> str:
+        """The GPU type asked of Modal; pinned with "!" unless exact_gpu is off (Modal may serve
+        an unpinned H100 request on an H200, and a timing is only comparable on one type)."""
+        t = self.config.gpu.rstrip("!")
+        return f"{t}!" if self.config.exact_gpu else t
+
+    def _create(self, image: Any, settings: dict[str, Any]) -> Any:
+        """Sandbox.create, waiting at most queue_timeout_sec for Modal to schedule it (the SDK's
+        own wait is long, and older SDKs wait without bound). A sandbox that turns up after the
+        wait was given up is terminated at once: nothing is left to pay for."""
+        box: dict[str, Any] = {}
+        done, lock = threading.Event(), threading.Lock()
+
+        def make() -> None:
+            try:
+                sb = self.sdk().Sandbox.create("sleep", "infinity", app=self._app_handle(), image=image, **settings)
+            except BaseException as e:  # handed to the waiting thread
+                box["error"] = e
+                sb = None
+            with lock:
+                if box.get("abandoned") and sb is not None:
+                    _terminate(sb)
+                else:
+                    box["sb"] = sb
+                done.set()
+
+        threading.Thread(target=make, name="pesflow-modal-create", daemon=True).start()
+        wait = self.config.queue_timeout_sec
+        if not done.wait(wait):
+            with lock:
+                if not done.is_set():
+                    box["abandoned"] = True
+                    raise BackendUnavailable(
+                        f"Modal did not schedule a sandbox ({settings.get('gpu') or 'CPU'}) within {wait:g} s "
+                        "(a quota or capacity queue); raise evaluator.modal.queue_timeout_sec or try again later")
+        err = box.get("error")
+        if err is not None:
+            if type(err).__name__ == "ResourceExhaustedError":  # modal.exception's: no capacity, after its own wait
+                raise BackendUnavailable(f"Modal has no capacity for a sandbox ({settings.get('gpu') or 'CPU'}): "
+                                         f"{_short(err)}") from None
+            raise err
+        return box["sb"]
 
     def grade(self, prepared: Prepared, request: GradeRequest) -> GradeRun:
         task = prepared.task
@@ -175,35 +230,37 @@ class ModalBackend:
         settings = self.sandbox_settings(prepared, request)
         sb = None
         try:
-            sb = self.sdk().Sandbox.create("sleep", "infinity", app=self._app_handle(), image=image, **settings)
+            sb = self._create(image, settings)
             deletions = self._write_candidate(sb, task.source_root, request.files)
             if deletions:
                 command = f"rm -f -- {' '.join(shlex.quote(p) for p in deletions)}; {command}"
-            rc, output, timed_out = self._run_grader(sb, grader_script(command, ""), request)
+            rc, output, timed_out = self._run_grader(sb, grader_script(command, "", spare_existing=True), request)
             (request.out_dir / "grader_output.log").write_text(output)
             logs = request.out_dir / "logs"
             _, tar = _run(sb, "sh", "-c", "cd /logs 2>/dev/null && tar -cf - . || true", text=False)
             archive.extract_regular(io.BytesIO(tar), logs, limit=self.config.max_log_bytes)
-            gpu_name = _run(sb, "sh", "-c", "nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1")[1].strip() \
-                if settings["gpu"] else ""
-        except InfraError:
+            # the memory cgroup's OOM kills (a fresh sandbox: any is this grading's), and the GPU's name
+            probe = _run(sb, "sh", "-c", "grep -h '^oom_kill ' /sys/fs/cgroup/memory.events 2>/dev/null; "
+                         + ("nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1" if settings["gpu"] else "true"))[1]
+            oom = sum(int(n) for n in re.findall(r"^oom_kill (\d+)", probe, re.M))
+            gpu_name = "\n".join(ln for ln in probe.splitlines() if not ln.startswith("oom_kill ")).strip()
+        except (InfraError, BackendUnavailable):
             raise
         except Exception as e:
             raise InfraError(f"Modal failed while grading: {_short(e)}") from None
         finally:
             if sb is not None:
-                try:
-                    sb.terminate()
-                except Exception:  # already gone: nothing left to pay for
-                    pass
+                _terminate(sb)
         reward = None
         for rel in results:
             reward = read_reward_file(logs / rel[len("/logs/"):]) if rel.startswith("/logs/") else None
             if reward is not None:
                 break
         strays = left_running(output) if not timed_out else []
-        if strays and reward is not None:
-            reward = with_reasons(reward, [BACKGROUND_PROCESS], memory_mb=task.toml.environment.memory_mb, strays=strays)
+        broke = ([OUT_OF_MEMORY] if oom and not timed_out else []) + ([BACKGROUND_PROCESS] if strays and reward is not None else [])
+        if broke:
+            memory = settings.get("memory")
+            reward = with_reasons(reward, broke, memory_mb=memory[1] if memory else None, strays=strays)
         return GradeRun(reward, rc, timed_out, time.monotonic() - start, output, grader_seconds=grader_seconds(output),
                         notes=hardware_notes(task, settings["gpu"], gpu_name))
 
@@ -232,10 +289,14 @@ class ModalBackend:
         with self._lock:
             refs, self._refs = list(self._refs.values()), {}
         for ref in refs:
-            try:
-                ref.terminate()
-            except Exception:
-                pass
+            _terminate(ref)
+
+
+def _terminate(sb: Any) -> None:
+    try:
+        sb.terminate()
+    except Exception:  # already gone: nothing left to pay for
+        pass
 
 
 def _run(sb: Any, *argv: str, text: bool = True) -> tuple[int, Any]:
@@ -245,13 +306,27 @@ def _run(sb: Any, *argv: str, text: bool = True) -> tuple[int, Any]:
     return p.wait(), out
 
 
+def gpu_model(text: str) -> str:
+    """The model token of a GPU's name or type: "NVIDIA H100 80GB HBM3" -> "H100", "H100!:2" ->
+    "H100", "NVIDIA A100-SXM4-80GB" -> "A100", "NVIDIA H20" -> "H20" (never a prefix of H200)."""
+    for word in re.split(r"[\s:!-]+", text.upper()):
+        if re.fullmatch(r"[A-Z]{1,2}\d{1,4}[A-Z]?", word):
+            return word
+    return ""
+
+
 def hardware_notes(task: Task, gpu_spec: str | None, gpu_name: str) -> list[str]:
-    """What the verdict's message says about where it was graded, and whether the anchor fits."""
+    """What the verdict's message says about where it was graded, and whether the anchor fits:
+    what nvidia-smi named in the sandbox is compared, not what was asked for (an unpinned
+    request may be served on another type)."""
     where = f"Modal GPU {gpu_name or gpu_spec}" if gpu_spec else "a Modal CPU sandbox"
     notes = [f"graded on {where}"]
+    asked, seen = gpu_model(gpu_spec or ""), gpu_model(gpu_name)
+    if gpu_spec and seen and asked and seen != asked:
+        notes.append(f"Modal served a {seen} for a {asked} request (pin it: evaluator.modal.exact_gpu=true)")
     anchor_hw = task.anchor.calibrated_on
-    family = (gpu_spec or "").split(":")[0].lower()
-    if task.anchor.value is not None and anchor_hw and not (family and family in anchor_hw.lower()):
+    here = seen or asked
+    if task.anchor.value is not None and anchor_hw and not (here and here == gpu_model(anchor_hw)):
         notes.append(f"anchor calibrated on {anchor_hw}, not here: the reward is not comparable "
                      "(re-measure it with `pesflow calibrate --set evaluator.backend=modal`)")
     return notes
