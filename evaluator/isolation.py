@@ -73,7 +73,8 @@ class Isolation:
     def hostname_line(self, name: str, python: str) -> str:
         if not self.rootless:
             return f"echo {name} > /proc/sys/kernel/hostname\n"
-        return f"{python} -I -S -c 'import socket; socket.sethostname(\"{name}\")'\n"
+        # hostname(1) where the host has it (no interpreter to start), else the stand-in python
+        return (f"hostname {name} 2>/dev/null || {python} -I -S -c 'import socket; socket.sethostname(\"{name}\")'\n")
 
 
 def whiteout(path: Path) -> None:
