@@ -53,4 +53,5 @@ def writing(path: Path | str, run_dir: Path | None = None) -> Iterator[None]:
     except OSError as e:
         if not is_machine(e):
             raise
-        raise MachineFault(path, e, run_dir) from None
+        named = e.filename if isinstance(e.filename, str) and not Path(e.filename).name.startswith(".") else None
+        raise MachineFault(named or path, e, run_dir) from None  # a hidden name is our temporary file: name its target

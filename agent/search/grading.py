@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from agent.rundir.faults import writing
 from agent.rundir.schema import Event
 from agent.rundir.store import RunStore
 from agent.search import faults
@@ -78,7 +79,8 @@ class Grading:
 
     def _evaluate(self, files: dict[str, str], grader: str, out: Path) -> Verdict:
         changed = {p: t for p, t in files.items() if t != self.baseline_files.get(p)}
-        return self.ev.evaluate(self.task, candidate=CandidateSource(files=changed), grader=grader, out_dir=out)
+        with writing(out, self.store.root):  # the backend copies the grader's logs into the run directory
+            return self.ev.evaluate(self.task, candidate=CandidateSource(files=changed), grader=grader, out_dir=out)
 
     def grade(self, files: dict[str, str], *, label: str = "", grader: str | None = None, round_: int = 0) -> Verdict:
         """`round_`: the round the candidate belongs to (for the crash tests' fault points). Safe to

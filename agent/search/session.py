@@ -24,7 +24,7 @@ from agent.config import Config
 from agent.llm import Budget, PriceTable, RetryPolicy, make_client, parse_spec
 from agent.llm.gateway import Gateway, ModelUnreachable, Recorded
 from agent.llm.leak_guard import LeakGuard
-from agent.rundir.faults import MachineFault
+from agent.rundir.faults import MachineFault, is_machine
 from agent.rundir.journal import read as read_journal
 from agent.rundir.schema import Event, journal_totals, new_run_dir, run_metadata
 from agent.rundir.store import RunDirError, RunStore
@@ -142,15 +142,20 @@ class Session:
                                   utilization=self.search.utilization())
             e.run_dir = self.store.root  # type: ignore[attr-defined]
             raise
-        except MachineFault:
-            # the disk refused a write: stop every thread now and write nothing more (run.json
-            # still says running, the last checkpoint stands: `pesflow resume` goes on from it)
+        except (MachineFault, OSError) as e:
+            if isinstance(e, OSError) and not is_machine(e):
+                raise
+            # the disk refused a write (here, or in the evaluator's cache): stop every thread now and
+            # write nothing more (run.json still says running, the last checkpoint stands, so
+            # `pesflow resume` goes on from it)
             if self.search.gw is not None:
                 self.search.gw.closing = True  # type: ignore[union-attr]
             self.search.pipeline.abandon(timeout_s=10)
             if self.search.pool is not None:
                 self.search.pool.close()
-            raise
+            if isinstance(e, MachineFault):
+                raise
+            raise MachineFault(e.filename or self.store.root, e, self.store.root) from None
         finally:
             self.progress.close()
             self.evaluator.close()
