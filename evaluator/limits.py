@@ -226,7 +226,8 @@ class Plan:
     @classmethod
     def make(cls, limits: Limits) -> "Plan":
         plan = cls(limits)
-        support = detect(tuple(limits.cgroup_parents))
+        # detect() with no argument where no cgroup was handed over: the call as it always was
+        support = detect(tuple(limits.cgroup_parents)) if limits.cgroup_parents else detect()
         rootless = os.geteuid() != 0
         tag = f"pesflow-{os.getpid()}-{uuid.uuid4().hex[:12]}"  # the owner's pid: a sweep can tell a dead one's
         if limits.memory_mb:
@@ -407,7 +408,7 @@ def _sweep(parent: Path) -> int:
 
 def sweep_leftovers(parents: tuple[str, ...] = ()) -> int:
     """Every group a killed pesflow left, on each controller this machine lets pesflow use."""
-    support = detect(tuple(parents))
+    support = detect(tuple(parents)) if parents else detect()
     return sum(_sweep(where[1]) for where in dict.fromkeys(w for w in (support.memory, support.pids) if w))
 
 
