@@ -40,7 +40,11 @@ class MachineFault(Exception):
 
 
 def is_machine(err: BaseException) -> bool:
-    return isinstance(err, OSError) and err.errno in MACHINE
+    """A refused write: space and read-only file systems always; a permission error only with the
+    file it was refused on (without one, EPERM is a mount or a namespace refused: not a write)."""
+    if not isinstance(err, OSError) or err.errno not in MACHINE:
+        return False
+    return err.errno not in (errno.EPERM, errno.EACCES) or isinstance(err.filename, str)
 
 
 @contextlib.contextmanager
@@ -51,7 +55,7 @@ def writing(path: Path | str, run_dir: Path | None = None) -> Iterator[None]:
     except MachineFault:
         raise
     except OSError as e:
-        if not is_machine(e):
+        if e.errno not in MACHINE:  # here the write is known: a permission error on it is the folder's
             raise
         named = e.filename if isinstance(e.filename, str) and not Path(e.filename).name.startswith(".") else None
         raise MachineFault(named or path, e, run_dir) from None  # a hidden name is our temporary file: name its target

@@ -155,7 +155,7 @@ class Session:
                 self.search.pool.close()
             if isinstance(e, MachineFault):
                 raise
-            raise MachineFault(e.filename or self.store.root, e, self.store.root) from None
+            raise MachineFault(e.filename or Path(self.search.ev.config.local.cache_dir).expanduser(), e, self.store.root) from None
         finally:
             self.progress.close()
             self.evaluator.close()
