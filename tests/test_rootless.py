@@ -52,6 +52,18 @@ def tagged() -> list[str]:
     return [ln for ln in ps.splitlines() if TAG in ln]
 
 
+def test_root_keeps_its_arguments_and_rootless_differs_only_where_it_must():
+    from evaluator.isolation import ROOT, ROOTLESS, Isolation
+
+    root, user_ns = Isolation(ROOT), Isolation(ROOTLESS)
+    today = ["unshare", "--mount", "--pid", "--fork", "--kill-child=SIGKILL", "--propagation", "private", "--net", "--uts", "--ipc"]
+    assert root.unshare(network=False) == today and root.overlay_options == "" and root.key == "root"
+    assert root.hostname_line("pesflow", "/p") == "echo pesflow > /proc/sys/kernel/hostname\n"
+    assert user_ns.unshare(network=False) == today[:1] + ["--user", "--map-root-user"] + today[1:]
+    assert "--net" not in user_ns.unshare(network=True)  # a Dockerfile step keeps the host's network
+    assert user_ns.overlay_options == ",userxattr" and user_ns.key != root.key
+
+
 @pytest.fixture(scope="module")
 def user():
     return ru.make()
