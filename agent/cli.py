@@ -26,7 +26,7 @@ from agent.rundir.store import RunDirError
 from agent.llm.gateway import ModelUnreachable
 from agent.search.session import NoLLMConfigured, apply_run_flags, replay_run, resume_run, start_run
 from evaluator import backends, sandbox
-from evaluator.backends.base import BackendUnavailable
+from evaluator.backends.base import BackendUnavailable, InfraError
 from evaluator.benchmark import FetchError, fetch, say_source
 from evaluator.calibrate import CalibrationError, calibrate, official_note
 from evaluator.candidate import CandidateError
@@ -329,6 +329,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BackendUnavailable as e:  # where gradings go cannot take them (evaluator/backends/base.py)
         print(f"pesflow {args.command}: {e}", file=sys.stderr)  # one line; the run directory stays resumable
+        return 3
+    except InfraError as e:  # the machinery cannot grade here (evaluator/backends/base.py), after its retries
+        where = getattr(e, "run_dir", None)
+        if where:
+            print(f"run: {where}")
+        again = f"; fix it, then: pesflow resume {where}" if where else ""
+        print(f"pesflow {args.command}: {e}{again}", file=sys.stderr)
         return 3
     except MachineFault as e:  # the disk refused a run directory's write (agent/rundir/faults.py)
         if e.run_dir is not None:

@@ -32,6 +32,7 @@ from agent.search import graph
 from agent.search.grading import RecordedVerdicts
 from agent.search.progress import Progress
 from agent.search.steps import Search
+from evaluator.backends.base import InfraError
 from evaluator.benchmark import say_source
 from evaluator.evaluation import Evaluator
 from evaluator.task import Task, TaskError, load_task
@@ -133,13 +134,16 @@ class Session:
             graph.run(self.search, start)
         except ModelUnreachable as e:
             # no retry cures it: stop now, resumable once fixed (the last checkpoint stands)
-            self.search.gw.closing = True  # type: ignore[union-attr]
-            self.search.pipeline.abandon(timeout_s=10)
-            if self.search.pool is not None:
-                self.search.pool.close()
+            self._stop()
             self.store.journal.append(Event.run_end, status="stopped", error=str(e))
             self.store.update_run(status="stopped", error=str(e), totals=self.search.totals(),
                                   utilization=self.search.utilization())
+            e.run_dir = self.store.root  # type: ignore[attr-defined]
+            raise
+        except InfraError as e:
+            # the machinery cannot grade at all (the sandbox cannot start, an engine is down) even
+            # after its retries: the command says so in one line (exit 3); resumable once fixed
+            self._stop()
             e.run_dir = self.store.root  # type: ignore[attr-defined]
             raise
         except (MachineFault, OSError) as e:
@@ -148,11 +152,7 @@ class Session:
             # the disk refused a write (here, or in the evaluator's cache): stop every thread now and
             # write nothing more (run.json still says running, the last checkpoint stands, so
             # `pesflow resume` goes on from it)
-            if self.search.gw is not None:
-                self.search.gw.closing = True  # type: ignore[union-attr]
-            self.search.pipeline.abandon(timeout_s=10)
-            if self.search.pool is not None:
-                self.search.pool.close()
+            self._stop()
             if isinstance(e, MachineFault):
                 raise
             raise MachineFault(e.filename or Path(self.search.ev.config.local.cache_dir).expanduser(), e, self.store.root) from None
@@ -160,6 +160,14 @@ class Session:
             self.progress.close()
             self.evaluator.close()
         return self.store.read_json("run.json")["status"]
+
+    def _stop(self) -> None:
+        """Every thread of the search stopped, its results unread (the run is ending early)."""
+        if self.search.gw is not None:
+            self.search.gw.closing = True  # type: ignore[union-attr]
+        self.search.pipeline.abandon(timeout_s=10)
+        if self.search.pool is not None:
+            self.search.pool.close()
 
 
 def assemble(cfg: Config, task: Task, store: RunStore, roots: list[str], clients: dict[str, object] | None,
