@@ -29,7 +29,7 @@ def main() -> None:
             cand = CandidateSource(files=e["files"]) if "files" in e else None
             start = time.monotonic()
             v = ev.evaluate(e["task"], candidate=cand, mode=e.get("mode", "candidate") if cand is None else "candidate",
-                            grader=e.get("grader", "hidden"))
+                            grader=e.get("grader", "hidden"), device=e.get("device"))
             limits = Path(v.log_dir or "") / "limits.json"
             out.append({"status": v.status.value, "reward": v.reward, "speedup": v.speedup, "message": v.message,
                         "hard_fail_reasons": v.hard_fail_reasons, "environment": v.environment,

@@ -186,6 +186,22 @@ def test_killing_pesflow_leaves_nothing_running(user, sig):
             proc.kill()
 
 
+def test_a_limit_nothing_holds_is_named_in_the_verdicts_message(user):
+    # A GPU task's memory: no RLIMIT_AS (its drivers reserve far more address space than they
+    # use) and no cgroup handed over, so nothing holds it; graded on the CPU path here.
+    pkg = user.home / f"gpu-tasks-{NONCE}/kfc/toy-sum/task"
+    shutil.copytree(user.tree / "tests/fixtures/tasks/kfc/toy-sum/task", pkg)
+    toml = pkg / "task.toml"
+    toml.write_text(toml.read_text().replace("gpus = 0", "gpus = 1"))
+    subprocess.run(["chown", "-R", f"{user.uid}:{user.gid}", str(pkg.parents[2])], check=True)
+    try:
+        v = ru.drive(user, {"tasks_root": str(pkg.parents[2]), "evals": [{"task": TOY, "mode": "oracle", "device": "cpu"}]})[0]
+    finally:
+        shutil.rmtree(pkg.parents[2], ignore_errors=True)
+    assert v["status"] == "ok" and v["limits"]["unenforced"] == ["memory"] and v["limits"]["mechanisms"]["memory"] == "none"
+    assert "unenforced_limit" in v["message"] and "memory" in v["message"] and "cgroup_parents" in v["message"], v["message"]
+
+
 @pytest.fixture
 def delegated(user):
     """cgroups handed to the user, as a machine's admin (or systemd's user manager) would: a v2
