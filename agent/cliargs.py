@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", choices=["candidate", "noop", "oracle", "negative"], default="candidate")
     p.add_argument("--candidate", metavar="PATCH_OR_DIR", help="a unified diff, or a folder of replacement files laid out as in the repo")
     p.add_argument("--grader", choices=["dev", "hidden"], help="dev engine (default from config) or the hidden tests/test.sh")
-    p.add_argument("--backend", choices=["local", "docker", "modal"], help="where to grade (default from config)")
+    p.add_argument("--backend", choices=["local", "docker", "modal", "ray"], help="where to grade (default from config)")
     p.add_argument("--out", metavar="DIR", help="where the grader's logs and verdict.json go")
     p.add_argument("--device", choices=["cuda", "cpu"],
                    help="for GPU tasks: cpu checks correctness on the CPU with small shapes (no reward)")
@@ -135,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--llm", metavar="PROVIDER:MODEL", help="openai:MODEL (or any OpenAI-compatible server) or anthropic:MODEL")
     p.add_argument("--rounds", type=int, help="rounds (default from config: 16)")
     p.add_argument("--children", type=int, help="executors per round (default 2)")
-    p.add_argument("--backend", choices=["local", "docker", "modal"], help="where candidates are graded")
+    p.add_argument("--backend", choices=["local", "docker", "modal", "ray"], help="where candidates are graded")
     p.add_argument("--grader", choices=["dev", "hidden"], help="which grader drives the search (default dev)")
     p.add_argument("--seed", type=int, help="seed of every random choice")
     p.add_argument("--out", metavar="DIR", help="where run directories go (default traces/)")

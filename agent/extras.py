@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 
 # backend -> (the module it imports, the extra that installs it)
-NEEDS = {"docker": ("docker", "docker"), "modal": ("modal", "modal")}
+NEEDS = {"docker": ("docker", "docker"), "modal": ("modal", "modal"), "ray": ("ray", "ray")}
 
 
 class MissingExtra(Exception):
