@@ -210,3 +210,13 @@ def test_other_dev_figures_go_on_an_axis_named_by_their_kind():
     empty = best_by_round_plot("kfc/t", [{"task": "kfc/t", "method": "loop", "seed": 0, "best_by_round": [[0, None]]}],
                                {"loop": "loop"}, method_colours(["loop"]))
     assert "no round's best has a figure yet" in [t.get_text() for t in empty.axes[0].texts]
+
+
+# -- 5. the grading machinery that cannot start is the machine's fault: one line, exit 3 -----------
+
+def test_a_search_whose_grader_cannot_start_is_one_line_naming_resume(tmp_path, capsys):
+    p = in_process(capsys, "run", "kfc/toy-sum", "--tasks-root", str(FIXTURES), "--out", str(tmp_path / "t"), "--quiet",
+                   "--set", "evaluator.local.python=/nonexistent/python3", "--set", "evaluator.infra_retries=0")
+    run_dir = p.stdout.strip().splitlines()[-1].removeprefix("run: ")
+    one_line_error(p, 3, "/nonexistent/python3", "evaluator.local.python", f"pesflow resume {run_dir}")
+    assert Path(run_dir, "run.json").is_file()
