@@ -4,11 +4,11 @@
   line per method (geometric mean over seeds, the band spanning the seeds); noop and oracle
   are graded once, so they are horizontal reference lines. A round whose best has no speedup
   (its dev engine scores the baseline 0, so nothing divides its figure into one) is drawn from
-  the dev engine's own figure by one rule (`dev_scale`): a `vs_oracle` figure (the reference's
-  time over the candidate's) times the oracle's speedup over the baseline measured in the same
-  matrix is the candidate's speedup over the baseline (FORMAT.md: the anchor is the oracle's
-  speedup through the same grader), drawn dash-dotted and named in the legend; any other figure,
-  or no oracle cell, goes on a right-hand axis named by its kind. Never an empty plot.
+  the dev engine's own figure by one rule (`dev_scale`): a `vs_oracle` figure over the oracle's
+  own (an oracle cell graded by the dev engine) times the oracle's speedup over the baseline (an
+  oracle cell graded by the hidden grader) is the candidate's speedup over the baseline, drawn
+  dash-dotted and named in the legend; any other figure, or a matrix without both oracle cells,
+  goes on a right-hand axis named by its kind. Never an empty plot.
 - cost-vs-speedup: one point per cell, USD spent against the final speedup (performance
   tasks) or the reward (implementation tasks, a separate panel: never mixed).
 No pyplot: its global state is neither needed nor thread-safe.
@@ -57,12 +57,17 @@ def curves(rows: list[dict[str, Any]], key: str = "best_by_round", factor: float
     return {k: (geomean(v), min(v), max(v)) for k, v in sorted(by_round.items())}
 
 
-def dev_scale(rows: list[dict[str, Any]], oracle: float | None) -> tuple[float, str] | None:
-    """How the dev figures of a method's rows become the figure's y values: (factor, label), or
-    None when they stay on the dev axis. `vs_oracle` x the oracle's measured speedup; one kind only."""
+def dev_scale(rows: list[dict[str, Any]], oracle: float | None, oracle_dev: float | None) -> tuple[float, str] | None:
+    """How the dev figures of a method's rows become speedups over the baseline: (factor, label), or
+    None when they stay on the dev axis. A `vs_oracle` figure is a reference time (a constant the
+    package's author measured, elsewhere) over the candidate's time here; two of them divide into
+    the candidate's time over the oracle's here, so the candidate's figure over the oracle's own dev
+    figure (an oracle cell graded by the dev engine) times the oracle's speedup over the baseline
+    (an oracle cell graded by the hidden grader; the format's anchor is that speedup) is the
+    candidate's speedup over the baseline. One kind only, both oracle figures measured."""
     kinds = {kind for r in rows for _, _, kind in r.get("dev_by_round") or []}
-    if kinds == {"vs_oracle"} and oracle:
-        return oracle, f"dev vs_oracle x oracle {oracle:.3g}x"
+    if kinds == {"vs_oracle"} and oracle and oracle_dev:
+        return oracle / oracle_dev, f"dev vs_oracle / oracle's {oracle_dev:.3g} x oracle {oracle:.3g}x"
     return None
 
 
@@ -82,13 +87,20 @@ def best_by_round_plot(task: str, rows: list[dict[str, Any]], kinds: dict[str, s
     last = max([k for r in rows for k, *_ in r.get("best_by_round") or []] + [1])
     values: list[float] = []
     oracles = [r for r in rows if kinds.get(r["method"]) == "oracle" and r.get("correct")]
-    oracle = geomean([r.get("speedup") for r in oracles]) if oracles else None
+    oracle = geomean([r.get("speedup") for r in oracles if r.get("speedup")]) if oracles else None
+    oracle_devs = [v for r in oracles for _, v, kind in r.get("dev_by_round") or [] if kind == "vs_oracle"]
+    oracle_dev = geomean(oracle_devs) if oracle_devs else None  # the oracle's own vs_oracle, measured here
     dev_ax = None  # the right-hand axis, made when a figure cannot be put on the speedup scale
     dev_kinds: list[str] = []
+    dev_lines: list[tuple[str, str, float | None]] = []  # evaluator-only cells' dev figures: reference lines there
     for i, method in enumerate(dict.fromkeys(r["method"] for r in rows)):
         mine = [r for r in rows if r["method"] == method]
         colour = colours.get(method, "#333333")
         if kinds.get(method) in EVALUATOR_ONLY:
+            devs = [v for r in mine for _, v, _ in r.get("dev_by_round") or []]
+            if devs and not any(r.get("speedup") for r in mine):  # graded by a dev engine that gave no speedup
+                dev_lines.append((method, colour, geomean(devs)))
+                continue
             level = geomean([r.get("speedup") for r in mine])
             if level is not None:
                 grader = mine[0].get("grader") or "?"
@@ -97,7 +109,7 @@ def best_by_round_plot(task: str, rows: list[dict[str, Any]], kinds: dict[str, s
             continue
         c, where, style, label = curves(mine), ax, "-", f"{method} (n={len(mine)})"
         if not c and any(r.get("dev_by_round") for r in mine):
-            scale = dev_scale(mine, oracle)
+            scale = dev_scale(mine, oracle, oracle_dev)
             if scale is not None:
                 c, style, label = curves(mine, "dev_by_round", scale[0]), "-.", f"{label}, {scale[1]}"
             else:
@@ -124,6 +136,10 @@ def best_by_round_plot(task: str, rows: list[dict[str, Any]], kinds: dict[str, s
     ax.set_ylabel("best speedup so far (x baseline)")
     ax.set_title(f"{task}: best speedup by round", fontsize=10)
     ax.grid(True, alpha=0.3)
+    if dev_ax is not None:
+        for method, colour, level in dev_lines:
+            if level:
+                dev_ax.axhline(level, color=colour, linestyle=":", linewidth=1.2, label=f"{method} (dev grader), right axis")
     handles, labels = ax.get_legend_handles_labels()
     if dev_ax is not None:
         dev_ax.set_ylabel(f"dev engine's own figure: {', '.join(dict.fromkeys(dev_kinds))} (higher is better)", fontsize=8)

@@ -112,6 +112,8 @@ def run_evaluator_cell(cfg: Config, task: Task, kind: str, grader: str, roots: l
               "grading_seconds": v.seconds, "elapsed_seconds": round(time.monotonic() - t0, 3)}
     best_by_round = [{"round": 0, "best_id": kind, "speedup": v.speedup}] if v.is_result else [
         {"round": 0, "best_id": None, "speedup": None}]  # a suspect's figure is no curve's point
+    if v.is_result and not v.speedup and v.dev is not None:  # a dev engine that gave no speedup: its own figure
+        best_by_round[0]["dev"] = {"value": v.dev.value, "kind": v.dev.kind}
     state = {"round": 0, "next_round": 1, "population": pop.to_dict(), "memory": [], "best_by_round": best_by_round,
              "totals": totals}
     files_out = loongflow_files(pop, iteration=0, extra_metadata={"task": task.name, "pesflow_round": 0})
