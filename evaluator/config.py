@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class _Strict(BaseModel):
@@ -89,7 +89,7 @@ class TrustConfig(_Strict):
 
 
 class EvaluatorConfig(_Strict):
-    backend: str = "local"  # a name in the registry (evaluator/backends/__init__.py): local, docker, modal, ray
+    backend: str = "local"  # a name in the registry (evaluator/backends/registry.py): local, docker, modal, ray; checked there
     grader: Literal["dev", "hidden"] = "dev"
     timeout_sec: float | None = Field(None, gt=0)
     calibrate_repeats: int = Field(3, ge=3)
@@ -102,11 +102,3 @@ class EvaluatorConfig(_Strict):
     modal: ModalConfig = Field(default_factory=ModalConfig)
     ray: RayConfig = Field(default_factory=RayConfig)
     trust: TrustConfig = Field(default_factory=TrustConfig)
-
-    @field_validator("backend")
-    @classmethod
-    def _known_backend(cls, v: str) -> str:
-        from evaluator.backends import entry  # the registry (imports no backend's SDK)
-
-        entry(v)  # a ValueError naming the known ones
-        return v

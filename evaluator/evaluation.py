@@ -17,9 +17,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
-from evaluator.backends.base import Backend, GradeRequest, GradeRun, InfraError, Prepared
+from evaluator.backends.base import Backend, GradeRequest, capabilities_of, GradeRun, InfraError, Prepared
 from evaluator.candidate import Candidate, CandidateError, CandidateSource, apply_diff, scope_violations
-from evaluator import backends, modes
+from evaluator import modes
+from evaluator.backends import registry
 from evaluator.config import EvaluatorConfig
 from evaluator.modes import PackageLacks
 from evaluator.parallel import ParallelBackend
@@ -33,7 +34,7 @@ Mode = Literal["candidate", "noop", "oracle", "negative"]
 
 
 def make_backend(config: EvaluatorConfig, extra_hidden: list[Path] = ()) -> Backend:  # type: ignore[assignment]
-    inner = backends.create(config, list(extra_hidden))  # found by name (evaluator/backends/__init__.py)
+    inner = registry.create(config, list(extra_hidden))  # found by name (evaluator/backends/registry.py)
     # worker slots, one grading per GPU at a time, infrastructure failures retried
     return ParallelBackend(inner, workers=config.workers, gpu_devices=config.gpu_devices, retries=config.infra_retries)
 
@@ -70,7 +71,7 @@ class Evaluator:
         task = self.task(task) if isinstance(task, str) else task
         grader = grader or self.config.grader
         # a backend whose gradings bring their own GPUs (Modal, Ray) needs none here
-        device = check_device(task, device, gpus_here=backends.capabilities_of(self.backend).gpus == "host")
+        device = check_device(task, device, gpus_here=capabilities_of(self.backend).gpus == "host")
         start = time.monotonic()
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%f")
         log_dir = Path(out_dir or self.log_root / task.name / f"{stamp}-{mode}-{grader}").resolve()

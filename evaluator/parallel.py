@@ -25,8 +25,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Callable, Iterable, TypeVar
 
-from evaluator.backends import capabilities_of, forget
-from evaluator.backends.base import Backend, Capabilities, GradeRequest, GradeRun, InfraError, Prepared, Slot
+from evaluator.backends.base import Backend, Capabilities, capabilities_of, forget, GradeRequest, GradeRun, InfraError, Prepared, Slot
 from evaluator.task import Task
 
 T = TypeVar("T")

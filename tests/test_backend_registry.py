@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import backends
+from evaluator.backends import base, registry
 from evaluator.backends.base import Capabilities, GradeRequest, GradeRun, Prepared, Slot
 from evaluator.config import EvaluatorConfig
 from evaluator.evaluation import make_backend
@@ -67,10 +67,10 @@ def gpu_task():  # noqa: ANN201
 
 
 def test_the_built_ins_are_registered_and_an_unknown_name_lists_them():
-    assert {"local", "docker", "modal"} <= set(backends.names())
-    assert backends.entry("docker").capabilities.slots and backends.entry("modal").capabilities.gpus == "remote"
-    with pytest.raises(ValueError, match="unknown backend 'nope'; known: local, docker, modal"):
-        EvaluatorConfig(backend="nope")
+    assert {"local", "docker", "modal", "ray"} <= set(registry.names())
+    assert registry.entry("docker").capabilities.slots and registry.entry("modal").capabilities.gpus == "remote"
+    with pytest.raises(ValueError, match="unknown backend 'nope'; known: local, docker, modal, ray"):
+        make_backend(EvaluatorConfig(backend="nope"))
 
 
 def test_the_slot_goes_only_to_a_backend_that_declares_it(tmp_path, gpu_task):
@@ -107,7 +107,7 @@ def test_remote_gpus_are_neither_required_here_nor_pinned(tmp_path, gpu_task):
 def test_a_registered_backend_is_made_by_name_and_cancelled_by_a_signal(tmp_path):
     made: list[Answering] = []
 
-    @backends.register("answering-test", capabilities=Capabilities(cancel=True))
+    @registry.register("answering-test", capabilities=Capabilities(cancel=True))
     def _make(config, hidden):  # noqa: ANN001, ANN202
         made.append(Answering(Capabilities(cancel=True)))
         return made[-1]
@@ -115,8 +115,8 @@ def test_a_registered_backend_is_made_by_name_and_cancelled_by_a_signal(tmp_path
     try:
         pb = make_backend(EvaluatorConfig(backend="answering-test"))
         assert isinstance(pb, ParallelBackend) and pb.inner is made[0] and pb.capabilities.cancel
-        assert backends.cancel_all_live() >= 2 and made[0].cancelled == 1  # what the cli's signal handler calls
+        assert base.cancel_all_live() >= 2 and made[0].cancelled == 1  # what the cli's signal handler calls
         pb.close()
-        assert made[0].closed and backends.cancel_all_live() == 0 and made[0].cancelled == 1  # closed: forgotten
+        assert made[0].closed and base.cancel_all_live() == 0 and made[0].cancelled == 1  # closed: forgotten
     finally:
-        backends._REGISTRY.pop("answering-test", None)
+        registry._REGISTRY.pop("answering-test", None)

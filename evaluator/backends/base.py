@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -45,6 +47,49 @@ class Capabilities:
     gpus: str = "host"  # "host" | "remote"
     slots: bool = False
     cancel: bool = False
+
+
+# Declarations of backends whose class carries none (the registry adds each entry's here).
+_DECLARED: dict[str, Capabilities] = {"docker": Capabilities(slots=True), "modal": Capabilities(gpus="remote"),
+                                      "ray": Capabilities(gpus="remote", cancel=True)}
+_live: "weakref.WeakSet[Any]" = weakref.WeakSet()  # backends made by the registry, until closed
+_live_lock = threading.Lock()
+
+
+def declare(name: str, caps: Capabilities) -> None:
+    _DECLARED[name] = caps
+
+
+def capabilities_of(backend: Any) -> Capabilities:
+    """The backend's own declaration, else its registered name's, else the defaults (a host backend)."""
+    caps = getattr(backend, "capabilities", None)
+    return caps if isinstance(caps, Capabilities) else _DECLARED.get(getattr(backend, "name", ""), Capabilities())
+
+
+def track(backend: Any) -> None:
+    with _live_lock:
+        _live.add(backend)
+
+
+def forget(backend: Any) -> None:
+    with _live_lock:
+        _live.discard(backend)
+
+
+def cancel_all_live() -> int:
+    """Cancel every in-flight grading of every live backend that can (a signal handler's job,
+    beside evaluator.sandbox.stop_all for this machine's sandboxes). Returns how many stopped."""
+    with _live_lock:
+        backends = list(_live)
+    n = 0
+    for b in backends:
+        cancel = getattr(b, "cancel_all", None)
+        if cancel is not None:
+            try:
+                n += int(cancel() or 0)
+            except Exception:  # a signal handler must reach every backend
+                pass
+    return n
 
 
 @dataclass(frozen=True)
@@ -95,10 +140,11 @@ class GradeRun:
 
 
 class Backend(Protocol):
-    """What every backend offers (evaluator/backends/__init__.py registers them by name).
+    """What every backend offers.
 
     Optional, read with getattr: `capabilities` (a Capabilities; else the registry's entry
     says), `cancel_all()` (stop every grading in flight, return how many; a signal's job).
+    The registry (evaluator/backends/registry.py) makes them by name.
     `grade` is given `slot=` only when capabilities.slots says it wants it."""
 
     name: str

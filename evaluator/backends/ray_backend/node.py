@@ -48,7 +48,7 @@ def package_tar(root: Path, rel: str) -> bytes:
 
 
 def node_identity() -> dict[str, str]:
-    import ray
+    import ray  # optional (.[ray]); this module runs only inside Ray's workers
 
     ctx = ray.get_runtime_context()
     return {"node": ctx.get_node_id(), "host": socket.gethostname(),
@@ -80,11 +80,11 @@ def _backend(config: EvaluatorConfig, root: Path) -> Any:
     if key not in _backends:
         cfg = config
         if config.ray.node_backend == "docker":
-            from evaluator.backends.docker import DockerBackend
+            from evaluator.backends.docker import DockerBackend  # optional (.[docker]), only for node_backend docker
 
             _backends[key] = DockerBackend(cfg.docker, writable=cfg.writable_paths)
         else:
-            from evaluator.backends.local import LocalBackend
+            from evaluator.backends.local import LocalBackend  # deferred like the registry's: optional per node
 
             _backends[key] = LocalBackend(cfg.local, extra_hidden=[root], writable=cfg.writable_paths)
     return _backends[key]
@@ -134,7 +134,7 @@ def grade_task(config: EvaluatorConfig, name: str, rel: str, content_hash: str, 
     """One grading on this node. `request`: a GradeRequest's fields but its paths; `blobs`: the
     reviewer's and the trust screen's files by name. Returns the GradeRun's fields, the tar of
     its logs, and where it ran."""
-    import ray
+    import ray  # optional (.[ray]); this module runs only inside Ray's workers
 
     started = time.monotonic()
     # while it runs, the grading is listed under its node (pid: a killed worker's entry names a dead process)
@@ -169,7 +169,7 @@ def grade_task(config: EvaluatorConfig, name: str, rel: str, content_hash: str, 
     except KeyboardInterrupt:
         # ray.cancel: the sandbox was killed by the backend's own cleanup; end this worker, whose
         # sandbox module now refuses new gradings, so that Ray starts a fresh one
-        from evaluator import sandbox
+        from evaluator import sandbox  # optional here: only a local node backend has sandboxes to stop
 
         sandbox.stop_all()
         os._exit(1)
