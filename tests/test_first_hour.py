@@ -228,3 +228,21 @@ def test_a_search_whose_grader_cannot_start_is_one_line_naming_resume(tmp_path, 
     run_dir = p.stdout.strip().splitlines()[-1].removeprefix("run: ")
     one_line_error(p, 3, "/nonexistent/python3", "evaluator.local.python", f"pesflow resume {run_dir}")
     assert Path(run_dir, "run.json").is_file()
+
+
+# -- 1. the main line without a reachable model reaches the model-configuration line -----------
+
+@needs_root
+def test_a_model_never_reached_stops_the_search_in_one_line(tmp_path, cache_dir, capsys, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-...")  # the README's line, pasted, on a machine that cannot reach the server
+    import socket
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    p = in_process(capsys, "run", "kfc/toy-sum", "--tasks-root", str(FIXTURES), "--llm", "openai:gpt-4o-mini",
+                   "--out", str(tmp_path / "t"), "--quiet", "--set", f"llm.base_url=http://127.0.0.1:{port}/v1",
+                   "--set", "llm.backoff_base_sec=0.01", "--set", "llm.max_attempts=2",
+                   "--set", f"evaluator.local.cache_dir={cache_dir}")
+    run_dir = p.stdout.strip().splitlines()[-1].removeprefix("run: ")
+    one_line_error(p, 2, "has not answered once", "OPENAI_BASE_URL", f"pesflow resume {run_dir}")
+    assert json.loads(Path(run_dir, "run.json").read_text())["status"] == "stopped"

@@ -101,6 +101,7 @@ class Gateway:
         self.offline = offline  # replay: a call that was not recorded fails instead of going out
         self.busy = Busy()  # time spent waiting on the model (run.json's llm_busy_share)
         self.closing = False  # the search stops: proposals still in flight make no new call
+        self.answered = False  # a live call of this process came back (see the connection rule below)
 
     def client_for(self, role: str) -> LLMClient:
         return self.clients.get(role) or self.clients["default"]
@@ -150,7 +151,13 @@ class Gateway:
                 raise BudgetExhausted(str(e)) from None
             if e.kind in FATAL_KINDS:
                 raise ModelUnreachable(str(e)) from None
+            if e.kind == "connection" and not self.answered:
+                # never reached at all, every retry spent: a wrong address or no network, which no
+                # later call cures; going on would fill every round with failures (exit 0)
+                raise ModelUnreachable(f"{e}; it has not answered once: check the server's address "
+                                       "(OPENAI_BASE_URL or --set llm.base_url) and the network") from None
             return Outcome(None, str(e), e.kind)
+        self.answered = True
         self.journal.append(Event.llm_call, **base, messages=[m.model_dump() for m in request.messages],
                             text=result.text, usage=result.usage.model_dump(), cost_usd=result.cost_usd,
                             priced=result.priced, latency_s=round(result.latency_s, 4), attempts=result.attempts,
