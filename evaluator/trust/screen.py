@@ -63,7 +63,9 @@ class TrustScreen:
         # unknown speed); a grading no faster than the baseline gains nothing from a cheat.
         worth = speedup is None or not baseline_scale or speedup > 1.0 or implausible
         if run is not None and self.config.probes and correct and prober is not None and worth:
-            found, checks["probes"] = self._probe(run, references, implausible, prober, log_dir)
+            # every probe only for an implausible figure with nothing found yet: a grading already
+            # suspect needs no more evidence than the quick probes give, nor their minute
+            found, checks["probes"] = self._probe(run, references, implausible and not findings, prober, log_dir)
             findings += found
         if mode == "oracle" and speedup and not findings:
             self._keep_oracle(task_key, speedup)
