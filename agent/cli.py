@@ -273,8 +273,9 @@ def cmd_audit(args: argparse.Namespace, config, console: Console) -> int:  # noq
 
 def cmd_baselines(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
     bc = load_baselines(args.baselines_config)
-    require_backend(config.evaluator.backend)
-    res = run_matrix(config, bc, Path(args.out or bc.out), [*args.tasks_root, *bc.tasks_roots, *config.tasks_roots], console=console)
+    require_backend("ray" if args.ray else config.evaluator.backend)
+    res = run_matrix(config, bc, Path(args.out or bc.out), [*args.tasks_root, *bc.tasks_roots, *config.tasks_roots], console=console,
+                     ray=args.ray)
     print(f"cells: {len(res.ran)} run, {len(res.skipped)} already done, {len(res.failed)} failed")
     for cell, msg in res.failed:
         print(f"failed: {cell.rel}: {msg}", file=sys.stderr)

@@ -174,6 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("baselines_config", metavar="CONFIG", help="a baselines YAML file (configs/baselines.yaml documents one)")
     p.add_argument("--out", metavar="DIR", help="where cells/, summary.jsonl, tables/ and figures/ go (default: the file's out)")
+    p.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
+                   help="run the cells as Ray tasks on a cluster (default address: evaluator.ray.address's auto)")
 
     p = sub.add_parser("review", help="a person's decision on a flagged grading: accept (it counts) or reject (it does not)")
     p.add_argument("run_dir", metavar="RUN_DIR")

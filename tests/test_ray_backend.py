@@ -15,6 +15,7 @@ its gradings ask Ray for no GPU and go to either node; as a GPU task, only to th
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -79,6 +80,7 @@ def tasks_root(tmp_path_factory) -> Path:  # noqa: ANN001
     test.write_text("".join([*lines[: at + 1], RECORD, *lines[at + 1 :]]))
     toml = pkg / "task.toml"
     toml.write_text(toml.read_text().replace("gpus = 0", "gpus = 1"))
+    toy_tasks_root(root)  # a CPU package, for the baselines' cells (a GPU cell needs a real GPU on its node)
     return root
 
 
@@ -237,3 +239,36 @@ def test_a_node_lost_mid_grading_is_graded_again_on_the_other(cluster, tasks_roo
     else:
         cluster.cpu = replacement
     ev.close()
+
+
+def test_a_three_cell_matrix_with_ray_resumes_after_its_driver_is_killed(cluster, tasks_root, shared, tmp_path):
+    import yaml
+
+    out = tmp_path / "matrix"
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump({
+        "out": str(out), "tasks": ["kfc/toy-sum"], "seeds": [0],
+        "methods": {"noop": {"kind": "noop"}, "oracle": {"kind": "oracle"}, "oracle-again": {"kind": "oracle"}},
+        "config": {"evaluator": {"local": {"cache_dir": str(shared / "backend")},
+                                 "ray": {"ship_code": False, "node_cache_dir": str(shared / "nodes")}}}}))
+    argv = [sys.executable, "-c", "import sys; from agent.cli import entry; sys.exit(entry())", "baselines",
+            str(tmp_path / "b.yaml"), "--ray", cluster.address, "--tasks-root", str(tasks_root)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+
+    def finished() -> list[Path]:
+        return [p.parent for p in out.glob("cells/*/*/*/seed-0/run.json") if json.loads(p.read_text()).get("status") == "finished"]
+
+    first = subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 240
+    while not finished() and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    first.kill()  # the driver dies without a word; its cells in flight end with it
+    first.wait(30)
+    kept = {d: (d / "run.json").stat().st_mtime_ns for d in finished()}
+    assert kept, first.stdout.read()[-2000:]
+    again = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
+    assert f"cells: {3 - len(kept)} run, {len(kept)} already done, 0 failed" in again.stdout
+    assert len(finished()) == 3 and all((d / "run.json").stat().st_mtime_ns == t for d, t in kept.items())
+    rows = [json.loads(ln) for ln in (out / "summary.jsonl").read_text().splitlines()]
+    assert sorted(r["method"] for r in rows) == ["noop", "oracle", "oracle-again"]
+    assert [r["reward"] > 0 for r in sorted(rows, key=lambda r: r["method"])] == [False, True, True]

@@ -309,7 +309,9 @@ class MatrixResult:
     written: list[Path]
 
 
-def run_matrix(base: Config, bc: BaselinesConfig, out: Path, roots: list[str], console: Console | None = None) -> MatrixResult:
+def run_matrix(base: Config, bc: BaselinesConfig, out: Path, roots: list[str], console: Console | None = None,
+               ray: str | None = None) -> MatrixResult:
+    """`ray`: a Ray cluster's address (or "auto"): the cells run there as Ray tasks (agent/experiments/ray_cells.py)."""
 
     console = console or Console()
     out = out.resolve()
@@ -332,37 +334,55 @@ def run_matrix(base: Config, bc: BaselinesConfig, out: Path, roots: list[str], c
         return [cell_line(out / c.rel, c, bc.methods[c.method].kind, tasks[c.task].reward_class, out)
                 for c in cells if is_finished(out / c.rel)]
 
+    labels = {cell: f"[{i}/{len(cells)}] {cell.task} · {cell.method} · seed {cell.seed}" for i, cell in enumerate(cells, 1)}
+
+    def ended(cell: Cell, error: str | None) -> None:
+        d, label = out / cell.rel, labels[cell]
+        if error is not None:
+            if d.is_dir():
+                RunStore(d).update_run(status="error", error=error)
+            failed.append((cell, error))
+            progress.update(cell, "✗", f"{label}: failed ({error})", advance=True)
+            return
+        ran.append(cell)
+        status = run_status(d)
+        if status in FINISHED:
+            line = cell_line(d, cell, bc.methods[cell.method].kind, tasks[cell.task].reward_class, out)
+            progress.update(cell, _mark(line), f"{label}: {status}, reward {line['reward']:.3f}, "
+                            f"speedup {line['speedup']}, USD {line['usd']:.4f}", advance=True)
+        else:
+            failed.append((cell, f"run ended with status {status}"))
+            progress.update(cell, "✗", f"{label}: run ended with status {status}", advance=True)
+        write_jsonl(out / "summary.jsonl", lines())  # after every cell: a stopped matrix still has its summary
+
     try:
-        for i, cell in enumerate(cells, 1):
-            d = out / cell.rel
-            label = f"[{i}/{len(cells)}] {cell.task} · {cell.method} · seed {cell.seed}"
+        todo = []
+        for cell in cells:
+            d, label = out / cell.rel, labels[cell]
             if is_finished(d):
                 skipped.append(cell)
                 line = cell_line(d, cell, bc.methods[cell.method].kind, tasks[cell.task].reward_class, out)
                 progress.update(cell, _mark(line), f"{label}: already done", advance=True)
-                continue
+            else:
+                todo.append(cell)
+        if ray is not None and todo:
+            from agent.experiments.ray_cells import run_cells  # ray is optional (.[ray])
+
+            for cell in todo:
+                progress.update(cell, "▶", labels[cell], advance=False)
+            run_cells(base, bc, todo, tasks, out, ray, ended)
+            todo = []
+        for cell in todo:
+            d, label = out / cell.rel, labels[cell]
             progress.update(cell, "▶", label, advance=False)
             try:
                 run_cell(base, bc, cell, out, roots, console)
             except KeyboardInterrupt:
                 raise
             except Exception as e:  # one broken cell must not end a night of grading; it is retried next time
-                msg = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                if d.is_dir():
-                    RunStore(d).update_run(status="error", error=msg)
-                failed.append((cell, msg))
-                progress.update(cell, "✗", f"{label}: failed ({msg})", advance=True)
+                ended(cell, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
                 continue
-            ran.append(cell)
-            status = run_status(d)
-            if status in FINISHED:
-                line = cell_line(d, cell, bc.methods[cell.method].kind, tasks[cell.task].reward_class, out)
-                progress.update(cell, _mark(line), f"{label}: {status}, reward {line['reward']:.3f}, "
-                                f"speedup {line['speedup']}, USD {line['usd']:.4f}", advance=True)
-            else:
-                failed.append((cell, f"run ended with status {status}"))
-                progress.update(cell, "✗", f"{label}: run ended with status {status}", advance=True)
-            write_jsonl(out / "summary.jsonl", lines())  # after every cell: a stopped matrix still has its summary
+            ended(cell, None)
     finally:
         progress.close()
     rows = lines()

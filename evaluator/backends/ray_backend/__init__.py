@@ -95,12 +95,14 @@ class RayBackend:
         self.placements: list[dict[str, Any]] = []  # where each grading ran (utilization per node)
 
     # ---------------------------------------------------------------- the cluster
-    def connect(self) -> None:
+    def connect(self, modules: tuple[str, ...] = ()) -> None:
+        """Join (or start) the cluster; `modules`: more of pesflow's packages to ship (the
+        baselines' cells need agent/ too)."""
         with self._lock:
             if self._connected:
                 return
             ray = _ray()
-            env = {"py_modules": [str(Path(__file__).resolve().parents[2])]} if self.rc.ship_code else None
+            env = {"py_modules": [str(Path(__file__).resolve().parents[2]), *modules]} if self.rc.ship_code else None
             if ray.is_initialized():  # a caller (a test, a notebook) connected already
                 self.address = ray.get_runtime_context().gcs_address
             else:
