@@ -82,7 +82,7 @@ def test_a_flag_given_where_it_is_not_read_names_where_it_goes(capsys):
 
 # -- 2. a backend's missing dependency --------------------------------------------------------------
 
-@pytest.mark.parametrize("backend", ["docker", "modal"])
+@pytest.mark.parametrize("backend", ["docker", "modal", "ray"])
 def test_a_backend_without_its_sdk_is_one_line_naming_the_extra(tmp_path, backend):
     # The SDK made unimportable for this process alone: a package of its name that refuses to load,
     # first on the path, as an environment without the extra has none.
