@@ -105,12 +105,13 @@ class Journal:
         next line then chains onto the last whole one, and the audit stays clean."""
         if not self.path.is_file():
             return
-        data = self.path.read_bytes()
-        n = torn_tail(data)
-        if n:
-            with writing(self.path, self.run_dir):
-                os.truncate(self.path, len(data) - n)
-            self.dropped = data[len(data) - n:]
+        with writing(self.path, self.run_dir), open(self.path, "rb+") as f:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)  # a live writer (a run beside `pesflow review`) finishes its line first
+            data = f.read()
+            n = torn_tail(data)
+            if n:
+                f.truncate(len(data) - n)
+                self.dropped = data[len(data) - n:]
 
     def torn_warning(self) -> str | None:
         """The one line a resume says about a torn tail it dropped."""
