@@ -111,7 +111,8 @@ def test_host_files_processes_and_listeners_are_out_of_reach(evaluator, planted)
     assert p["pytest"] is False and p["procs"] < 20  # the host's processes are not there
     assert p["net"] == "refused"
     assert p["hostname"] == "pesflow" and p["shadow"] is False  # a container's identity, not the host's
-    assert p["git"] is True and p["python"].startswith(os.path.realpath(sys.prefix))  # the system and the stand-in are
+    # the stand-in's standard library: under its prefix, or its base prefix when it is a venv (the README's set-up line)
+    assert p["git"] is True and p["python"].startswith((os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)))  # the system and the stand-in are
 
 
 @needs_root
