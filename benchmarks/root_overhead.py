@@ -21,30 +21,18 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks.noop_worker import WORKER  # noqa: E402
+
 FIXTURES = REPO / "tests" / "fixtures" / "tasks"
-WORKER = r"""
-import json, sys, time
-from pathlib import Path
-from evaluator.config import EvaluatorConfig, LocalConfig
-from evaluator.evaluation import Evaluator
-cache, roots, task, n, logs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
-ev = Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=cache, install_steps="skip")), tasks_roots=[roots], log_root=Path(logs))
-t = ev.task(task)
-ev.prepare(t)
-out = []
-for _ in range(n):
-    v = ev.evaluate(t, mode="noop", grader="hidden")
-    assert v.status.value in ("ok", "hard_fail"), v.message
-    out.append(round(v.seconds - (v.grader_seconds or 0.0), 4))
-print(json.dumps(out))
-"""
 
 
 def side(tree: Path, cache: Path, args: argparse.Namespace, logs: Path) -> list[float]:
     r = subprocess.run([sys.executable, "-c", WORKER, str(cache), str(args.tasks_root), args.task, str(args.per_round), str(logs)],
                        cwd=tree, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "PYTHONPATH": str(tree), "HOME": "/root"},
                        capture_output=True, text=True, check=True)
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return [over for _, over in json.loads(r.stdout.strip().splitlines()[-1])]
 
 
 def main() -> None:

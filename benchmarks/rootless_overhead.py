@@ -29,26 +29,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from benchmarks.noop_worker import WORKER  # noqa: E402
 from tests import rootless_user as ru  # noqa: E402
 
 GOAL_SEC = 0.2
-WORKER = r"""
-import json, sys, time
-from pathlib import Path
-from evaluator.config import EvaluatorConfig, LocalConfig
-from evaluator.evaluation import Evaluator
-cache, roots, task, n, logs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
-ev = Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=cache, install_steps="skip")), tasks_roots=[roots], log_root=Path(logs))
-t = ev.task(task)
-ev.prepare(t)
-out = []
-for _ in range(n):
-    v = ev.evaluate(t, mode="noop", grader="hidden")
-    assert v.status.value in ("ok", "hard_fail"), v.message
-    assert v.environment["sandbox"] == sys.argv[6], v.environment
-    out.append([round(v.seconds, 4), round(v.seconds - (v.grader_seconds or 0.0), 4)])
-print(json.dumps(out))
-"""
 
 
 def side_root(args: argparse.Namespace, tmp: Path) -> list[list[float]]:

@@ -150,6 +150,15 @@ def is_finished(d: Path) -> bool:
 # ---------------------------------------------------------------- running one cell
 
 
+def run_cell_of_data(base: dict[str, Any], bc: dict[str, Any], cell: tuple[str, str, int], out: Path, roots: list[str]) -> str:
+    """A cell as a Ray node runs it (agent/experiments/ray_cells.py): the configs as plain data,
+    a quiet console; passed to the node by reference, so ray_cells never imports this module.
+    Returns where under `out` the cell's run directory is."""
+    c = Cell(*cell)
+    run_cell(Config.model_validate(base), BaselinesConfig.model_validate(bc), c, out, roots, Console(quiet=True))
+    return c.rel
+
+
 def run_cell(base: Config, bc: BaselinesConfig, cell: Cell, out: Path, roots: list[str], console: Console) -> None:
     d = out / cell.rel
     if d.exists():  # unfinished: a separate issue adds real resume; until then, from scratch
@@ -370,7 +379,7 @@ def run_matrix(base: Config, bc: BaselinesConfig, out: Path, roots: list[str], c
 
             for cell in todo:
                 progress.update(cell, "▶", labels[cell], advance=False)
-            run_cells(base, bc, todo, tasks, out, ray, ended)
+            run_cells(base, bc, todo, tasks, out, ray, ended, run_cell_of_data)
             todo = []
         for cell in todo:
             d, label = out / cell.rel, labels[cell]

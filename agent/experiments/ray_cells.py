@@ -28,12 +28,9 @@ AGENT = str(Path(__file__).resolve().parents[1])
 
 
 def _run_cell_on_node(base: dict[str, Any], bc: dict[str, Any], cell: tuple[str, str, int], rel: str, content_hash: str,
-                      package: bytes, node_cache_dir: str) -> bytes:
-    """On the node: the package unpacked once (by hash), the cell run into scratch, its run directory as a tar."""
-    from agent.config import Config  # the node side of a cell: imported in Ray's worker, not by the driver's matrix
-    from agent.experiments.matrix import BaselinesConfig, Cell, run_cell  # the same: the node's run of the cell
-    from rich.console import Console  # the same: a quiet console on the node
-
+                      package: bytes, node_cache_dir: str, runner: Callable[..., str]) -> bytes:
+    """On the node: the package unpacked once (by hash), the cell run into scratch by `runner`
+    (agent/experiments/matrix.run_cell_of_data), its run directory as a tar."""
     cfg = EvaluatorConfig(ray=RayConfig(node_cache_dir=node_cache_dir))
     root = node_side._node_root(cfg, node_side.node_identity()["node"])
     pkg = root / "packages" / content_hash[:20]
@@ -42,16 +39,13 @@ def _run_cell_on_node(base: dict[str, Any], bc: dict[str, Any], cell: tuple[str,
             with tarfile.open(fileobj=io.BytesIO(package)) as tf:
                 tf.extractall(pkg, filter="data")
             (pkg / ".complete").write_text(content_hash)
-    c = Cell(*cell)
     with tempfile.TemporaryDirectory(prefix="pesflow-cell-") as tmp:
         out = Path(tmp)
-        run_cell(Config.model_validate(base), BaselinesConfig.model_validate(bc), c, out, [str(pkg)],
-                 Console(quiet=True))
-        return node_side.archive_dir(out / c.rel)
+        return node_side.archive_dir(out / runner(base, bc, cell, out, [str(pkg)]))
 
 
 def run_cells(base: Any, bc: Any, cells: list[Any], tasks: dict[str, Any], out: Path, address: str,
-              on_done: Callable[[Any, str | None], None]) -> None:
+              on_done: Callable[[Any, str | None], None], runner: Callable[..., str]) -> None:
     """Every cell as a Ray task; `on_done(cell, error)` as each one's run directory is back in place."""
     backend = RayBackend(EvaluatorConfig(backend="ray", ray=base.evaluator.ray.model_copy(update={"address": address})))
     backend.connect(modules=(AGENT,))
@@ -68,7 +62,7 @@ def run_cells(base: Any, bc: Any, cells: list[Any], tasks: dict[str, Any], out: 
             packages[task.content_hash] = ray.put(node_side.package_tar(task.root, package_rel(task)))
         refs[remote.options(num_cpus=1, num_gpus=task.gpus, max_retries=base.evaluator.ray.node_retries).remote(
             base_d, bc_d, (cell.task, cell.method, cell.seed), package_rel(task), task.content_hash,
-            packages[task.content_hash], base.evaluator.ray.node_cache_dir)] = cell
+            packages[task.content_hash], base.evaluator.ray.node_cache_dir, runner)] = cell
     try:
         while refs:
             done, _ = ray.wait(list(refs), num_returns=1)

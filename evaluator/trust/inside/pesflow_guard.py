@@ -26,7 +26,7 @@ _RUNS_CODE = frozenset({"exec", "cpython.run_file"})
 def _read_config(os):
     path = _CONFIG if os.path.exists(_CONFIG) else os.environ.get(_TEST_CONFIG) or _CONFIG
     try:  # the marshal copy first: json and re are slow to import in every interpreter
-        import marshal  # noqa: PLC0415 - a built-in module
+        import marshal  # noqa: PLC0415 - built in: never slow to import, here beside its one use
         with open(path[:-5] + ".marshal" if path.endswith(".json") else path, "rb") as f:
             cfg = marshal.load(f)
         if isinstance(cfg, dict):
@@ -35,7 +35,7 @@ def _read_config(os):
         pass
     try:
         with open(path) as f:
-            import json  # noqa: PLC0415 - only where the marshal copy is missing
+            import json  # noqa: PLC0415 - slow to import in every interpreter: only where the marshal copy is missing
             cfg = json.load(f)
     except (OSError, ValueError):
         return None
@@ -43,7 +43,7 @@ def _read_config(os):
 
 
 def _start():  # noqa: C901 - one closure so that no module global can switch it off
-    import os  # noqa: PLC0415 - already loaded by site
+    import os  # noqa: PLC0415 - loaded by site already, never slow to import here
     cfg = _read_config(os)
     if cfg is None:
         return None
@@ -67,7 +67,7 @@ def _start():  # noqa: C901 - one closure so that no module global can switch it
                 r = "candidate"
             elif os.path.basename(real) in cand_names:
                 try:
-                    import hashlib  # noqa: PLC0415 - only for a file named as the candidate's
+                    import hashlib  # noqa: PLC0415 - slow to import in every interpreter: only for a file named as the candidate's
                     with open(real, "rb") as f:
                         h = hashlib.sha256(f.read()).hexdigest()
                     r = "candidate" if h in cand_hashes else ("baseline" if h in base_hashes else None)
@@ -82,7 +82,7 @@ def _start():  # noqa: C901 - one closure so that no module global can switch it
         if guard[0] is None:
             guard[0] = False
             try:
-                import pesflow_guard_active  # noqa: PLC0415 - only in a process that runs the candidate
+                import pesflow_guard_active  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
                 guard[0] = pesflow_guard_active.install(
                     {"os": os, "sys": sys, "cfg": cfg, "role": role, "cand_paths": cand_paths})
             except Exception:  # noqa: BLE001 - the guard never breaks the grader's interpreter

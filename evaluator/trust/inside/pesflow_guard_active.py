@@ -19,12 +19,12 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
     """`s`: the shell's os, sys, cfg, role, cand_paths. Returns the audit hook and the import
     system's after-exec step, which the shell calls from now on."""
     os, sys, cfg, role, cand_paths = s["os"], s["sys"], s["cfg"], s["role"], s["cand_paths"]
-    import hashlib  # noqa: PLC0415 - only in a process that runs the candidate
-    import json  # noqa: PLC0415 - only in a process that runs the candidate
-    import re  # noqa: PLC0415 - only in a process that runs the candidate
-    import socket  # noqa: PLC0415 - only in a process that runs the candidate
-    import threading  # noqa: PLC0415 - only in a process that runs the candidate
-    import types  # noqa: PLC0415 - only in a process that runs the candidate
+    import hashlib  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
+    import json  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
+    import re  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
+    import socket  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
+    import threading  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
+    import types  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
 
     local = threading.local()
     pid = [os.getpid()]
@@ -106,9 +106,9 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
     g = dict(os=os, sys=sys, types=types, threading=threading, hashlib=hashlib, local=local, role=role,
              culprit=culprit, finding=finding, emit=emit, system_roots=system_roots, mode_vars=mode_vars,
              mode_re=mode_re, cfg=cfg, record=record, rec_fh=rec_fh, pid=pid)
-    import pesflow_guard_watch  # noqa: PLC0415 - only in a process that runs the candidate
+    import pesflow_guard_watch  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
     g.update(pesflow_guard_watch.install(g))
-    import pesflow_guard_calls  # noqa: PLC0415 - only in a process that runs the candidate
+    import pesflow_guard_calls  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
     g.update(pesflow_guard_calls.install(g))
     defined_by_candidate, harness_module, family_for = g["defined_by_candidate"], g["harness_module"], g["family_for"]
     watch, Argv, OrigArgv, env_class, _TIMER_NAMES = g["watch"], g["Argv"], g["OrigArgv"], g["env_class"], g["TIMER_NAMES"]
@@ -215,7 +215,7 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
                 env.__class__ = env_class(type(env))
             except TypeError:
                 pass
-    import atexit  # noqa: PLC0415 - only in a process that runs the candidate
+    import atexit  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
     atexit.register(at_exit)
     real_exit = os._exit
 
