@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 from pathlib import Path
 
-from evaluator.config import EvaluatorConfig, LocalConfig, TrustConfig
-from evaluator.evaluation import Evaluator
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from evaluator.config import EvaluatorConfig, LocalConfig, TrustConfig  # noqa: E402
+from evaluator.evaluation import Evaluator  # noqa: E402
 
 
 def main() -> None:

@@ -54,7 +54,11 @@ def read(events: list[dict[str, Any]], contract_classes: set[str]) -> tuple[list
         if len(ns) >= 2:
             findings.append(Finding(family="unsynchronized_work", screen="runtime",
                                     evidence=f"{fn} left threads running when it returned (calls {', '.join(map(str, ns[:5]))})"))
+    spent = {"on": sum(float(e.get("seconds") or 0) for e in events if e.get("kind") == "on"),
+             "calls": sum(float(e.get("calls_seconds") or 0) for e in events if e.get("kind") == "end"),
+             "exit": sum(float(e.get("exit_seconds") or 0) for e in events if e.get("kind") == "end")}
     checks = {"processes": len(processes), "candidate_processes": len(with_candidate),
+              "guard_seconds": {k: round(v, 4) for k, v in spent.items()},  # the guard's own figures, summed
               "ended": len(ended & processes), "sampled_calls": calls, "events": len(events),
               "via_socket": sum(1 for e in events if e.get("via") == "socket")}
     return _dedupe(findings), checks

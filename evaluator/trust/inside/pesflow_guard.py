@@ -52,6 +52,17 @@ def _start():  # noqa: C901 - one closure so that no module global can switch it
     base_hashes = dict(cfg.get("baseline_hashes", {}))  # sha256 -> rel (the frozen baseline's copies)
     cand_names = {os.path.basename(r) for r in list(cand_paths.values()) + list(cand_hashes.values())}
     role_of = {}  # filename -> "candidate" | "baseline" | None
+    dir_real = {}  # folder -> its real path: one realpath a folder, not one a file
+
+    def real_of(filename):
+        """os.path.realpath(filename), with the folders' resolved once each."""
+        if os.path.islink(filename):
+            return os.path.realpath(filename)
+        folder, name = os.path.split(filename)
+        r = dir_real.get(folder)
+        if r is None:
+            r = dir_real[folder] = os.path.realpath(folder)
+        return os.path.join(r, name) if name not in ("", ".", "..") else os.path.realpath(filename)
 
     def role(filename):
         """The candidate's code, the frozen baseline's, or neither: by path, else by content."""
@@ -62,7 +73,7 @@ def _start():  # noqa: C901 - one closure so that no module global can switch it
         # a file of another name is neither unless it is a link to one (its real name decides)
         if filename and not filename.startswith("<") and (
                 os.path.basename(filename) in cand_names or os.path.islink(filename)):
-            real = os.path.realpath(filename)
+            real = real_of(filename)
             if real in cand_paths:
                 r = "candidate"
             elif os.path.basename(real) in cand_names:
@@ -84,7 +95,7 @@ def _start():  # noqa: C901 - one closure so that no module global can switch it
             try:
                 import pesflow_guard_active  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
                 guard[0] = pesflow_guard_active.install(
-                    {"os": os, "sys": sys, "cfg": cfg, "role": role, "cand_paths": cand_paths})
+                    {"os": os, "sys": sys, "cfg": cfg, "role": role, "real_of": real_of, "cand_paths": cand_paths})
             except Exception:  # noqa: BLE001 - the guard never breaks the grader's interpreter
                 guard[0] = False
         return guard[0]

@@ -9,12 +9,13 @@ EXPORTS = ("records", "kind", "wrapper", "entry_module_class", "after_exec", "at
 
 
 def install(g):
-    os, sys, types, threading, hashlib = g["os"], g["sys"], g["types"], g["threading"], g["hashlib"]
+    os, sys, types, threading, hashlib, perf = g["os"], g["sys"], g["types"], g["threading"], g["hashlib"], g["perf"]
     local, role, emit, cfg, record, rec_fh, pid = g["local"], g["role"], g["emit"], g["cfg"], g["record"], g["rec_fh"], g["pid"]
     sweep, watch, harness_module = g["sweep"], g["watch"], g["harness_module"]
     defined_by_candidate, cand_seen = g["defined_by_candidate"], g["cand_seen"]
     # ------------------------------------------------------------ the harness's calls into the candidate
     records = []  # [role, module file, module name, function, call number, args, kwargs]
+    spent = [0.0]  # the guard's own time in sampled calls (its figure, reported at exit)
     kept = {}
     kept_ids = set()
 
@@ -54,9 +55,12 @@ def install(g):
             return sampled(i, a, k)
 
         def sampled(i, a, k):
+            t0 = perf()
             sweep()
             before = threading.active_count()
+            t1 = perf()
             out = fn(*a, **k)
+            t2 = perf()
             left = threading.active_count() - before
             if getattr(local, "busy", False):
                 return out
@@ -71,6 +75,7 @@ def install(g):
             finally:
                 local.busy = False
             sweep()
+            spent[0] += t1 - t0 + perf() - t2
             return out
         try:
             import functools  # slow to import in every interpreter: only once the guard is on
@@ -125,6 +130,7 @@ def install(g):
         if exited[0]:
             return
         exited[0] = True
+        began = perf()
         sweep()
         saved = []
         if records and rec_fh[0] is not None:
@@ -148,7 +154,7 @@ def install(g):
                               "sha256": hashlib.sha256(blob).hexdigest(), "role": role_name, "file": file,
                               "module": modname, "fn": fname, "n": i})
                 total += len(blob)
-        emit("end", records=saved, argv=list.__getitem__(sys.argv, slice(None)) if isinstance(sys.argv, list) else None,
+        emit("end", records=saved, calls_seconds=round(spent[0], 6), exit_seconds=round(perf() - began, 6), argv=list.__getitem__(sys.argv, slice(None)) if isinstance(sys.argv, list) else None,
              cwd=os.getcwd(), sys_path=[p for p in sys.path if isinstance(p, str)], exe=sys.executable)
 
     found = locals()

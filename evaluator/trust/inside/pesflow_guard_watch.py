@@ -17,7 +17,7 @@ TIMER_NAMES = _TIMER_NAMES
 
 def install(g):
     os, sys, types = g["os"], g["sys"], g["types"]
-    local, role, culprit, finding = g["local"], g["role"], g["culprit"], g["finding"]
+    local, role, culprit, finding, real_of = g["local"], g["role"], g["culprit"], g["finding"], g["real_of"]
     system_roots, mode_vars, mode_re = g["system_roots"], g["mode_vars"], g["mode_re"]
     # ------------------------------------------------------------ what the candidate may not touch
     def defined_by_candidate(value):
@@ -48,7 +48,7 @@ def install(g):
         fn = getattr(mod, "__file__", None)
         if not fn or role(fn) is not None or name.startswith("pesflow_"):
             return False
-        real = os.path.realpath(fn)
+        real = real_of(fn)
         return not (real.startswith(system_roots) or "/site-packages/" in real or "/dist-packages/" in real)
 
     source_root = (g["cfg"].get("source_root") or "/app/repo").rstrip("/") + "/"
@@ -59,7 +59,7 @@ def install(g):
         if not harness_module(mod):
             return False
         fn = getattr(mod, "__file__", None)
-        return not (fn and os.path.realpath(fn).startswith(source_root))
+        return not (fn and real_of(fn).startswith(source_root))
 
     def family_for(modname, attr):
         if attr in _TIMER_NAMES or modname in ("time", "timeit") or modname.startswith(_TIMER_MODULES[2:]):
