@@ -37,7 +37,7 @@ def _run_cell_on_node(base: dict[str, Any], bc: dict[str, Any], cell: tuple[str,
     with node_side._locked(root / "locks" / f"{content_hash[:20]}.unpack"):
         if not (pkg / ".complete").is_file():
             with tarfile.open(fileobj=io.BytesIO(package)) as tf:
-                tf.extractall(pkg, filter="data")
+                archive.extract_tree(tf, pkg)
             (pkg / ".complete").write_text(content_hash)
     with tempfile.TemporaryDirectory(prefix="pesflow-cell-") as tmp:
         out = Path(tmp)

@@ -9,6 +9,7 @@ skipped, each file is cut at a limit, and the whole is bounded in files and byte
 from __future__ import annotations
 
 import io
+import os
 import tarfile
 from pathlib import Path, PurePosixPath
 from typing import IO, Iterable
@@ -110,3 +111,37 @@ def read_member(stream: IO[bytes]) -> tuple[bytes, tarfile.TarInfo] | None:
             src = tf.extractfile(member)
             return (src.read() if src else b""), member
     return None
+
+
+def extract_tree(tf: tarfile.TarFile, dest: Path) -> None:
+    """A whole tar of our own making (a package, a build context, a cell's run directory) under
+    `dest`, by tarfile's 'data' rule: nothing outside `dest`, no links out of it, no devices.
+    Pythons before 3.11.4 (Debian 12's 3.11.2) have no extraction filters: the rule is checked
+    here instead, member by member, before anything is written."""
+    if hasattr(tarfile, "data_filter"):
+        tf.extractall(dest, filter="data")
+        return
+    tf.extractall(dest, members=checked_members(tf, dest))
+
+
+def checked_members(tf: tarfile.TarFile, dest: Path) -> list[tarfile.TarInfo]:
+    """The members if every one stays inside `dest` (else TarError naming the first that does not)."""
+    root = os.path.realpath(dest)
+
+    def inside(path: str) -> bool:
+        real = os.path.realpath(path)
+        return real == root or real.startswith(root + os.sep)
+
+    out = []
+    for m in tf.getmembers():
+        target = os.path.join(root, m.name)
+        bad = m.name.startswith("/") or not inside(target) or m.isdev() or m.isfifo()
+        if m.issym():
+            bad = bad or m.linkname.startswith("/") or not inside(os.path.join(os.path.dirname(target), m.linkname))
+        elif m.islnk():
+            bad = bad or not inside(os.path.join(root, m.linkname))
+        if bad:
+            raise tarfile.TarError(f"{m.name}: refused (outside {dest}, a link out of it, or a device)")
+        m.mode &= 0o755 if m.isdir() else 0o644 | (m.mode & 0o111)  # no setuid/setgid/sticky, as the data rule
+        out.append(m)
+    return out

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator import dockerfile, sandbox
+from evaluator.backends import archive
 from evaluator.backends.base import InfraError
 from evaluator.backends.local_root import Layout, RootPlan, make_skeleton
 from evaluator.backends.local_root import script as root_script
@@ -180,7 +181,7 @@ class Build:
                     target = self._dest(dest_s)
                     target.mkdir(parents=True, exist_ok=True)
                     with tarfile.open(src) as tf:
-                        tf.extractall(target, filter="data")
+                        archive.extract_tree(tf, target)
                 else:
                     target = self._dest(dest_s) / src.name if dest_is_dir else self._dest(dest_s)
                     self._copy_file(src, target, mode)

@@ -133,7 +133,7 @@ class ModalBackend:
         shutil.rmtree(home, ignore_errors=True)
         home.mkdir(parents=True)
         with tarfile.open(fileobj=io.BytesIO(ctx.tar)) as tf:
-            tf.extractall(home, filter="data")
+            archive.extract_tree(tf, home)
         if ctx.rewritten.steps:
             warnings.append(f"{ctx.rewritten.steps} BuildKit heredoc step(s) rewritten as COPY + RUN of a generated file")
         # the context is already filtered: Modal must not apply a .dockerignore of its own

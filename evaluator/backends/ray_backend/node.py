@@ -102,7 +102,7 @@ def node_prepare(config: EvaluatorConfig, name: str, rel: str, content_hash: str
     with _locked(_cache(config) / "ray-locks" / f"{content_hash[:20]}.lock"):
         if not (pkg / ".complete").is_file():
             with tarfile.open(fileobj=io.BytesIO(package)) as tf:
-                tf.extractall(pkg, filter="data")
+                archive.extract_tree(tf, pkg)
             (pkg / ".complete").write_text(content_hash)
         task = load_task(name, [pkg])
         if task.content_hash != content_hash:
