@@ -61,6 +61,12 @@ def usable() -> str | None:
     have = subprocess.run([SYSTEM_PYTHON, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True).stdout
     if have.strip() != str(tuple(sys.version_info[:2])):
         return f"{SYSTEM_PYTHON} is {have.strip()}, the tests' python {tuple(sys.version_info[:2])}"
+    # a chroot, a container or a sysctl may refuse ordinary users a user namespace; CI, a machine
+    # of its own, sets PESFLOW_REQUIRE_ROOTLESS=1 so that a refusal there fails instead of skipping
+    tried = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "unshare", "--user",
+                            "--map-root-user", "true"], capture_output=True, text=True)
+    if tried.returncode and os.environ.get("PESFLOW_REQUIRE_ROOTLESS") != "1":
+        return "this machine refuses an ordinary user a user namespace: " + (tried.stderr.strip().splitlines() or ["?"])[-1]
     return None
 
 
