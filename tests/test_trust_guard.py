@@ -189,3 +189,37 @@ def test_the_probes_call_the_kept_inputs_again(tmp_path, case):
     names = {f[0] for f in got["findings"]}
     assert got["checks"]["calls"] >= 1
     assert names == set() if family is None else family in names, got
+
+
+DECORATOR_FACTORY = """
+import functools
+def entry(x):
+    return x
+def skip_when(flag):
+    def wrap(fn):
+        @functools.wraps(fn)
+        def inner(*a, **k):
+            return fn(*a, **k)
+        return inner
+    return wrap
+"""
+FACTORY_HARNESS = """
+import os, sys
+sys.path.insert(0, {pkg!r})
+import submission.kernel as k
+deco = k.skip_when(True)  # the repository applying the scope file's decorator factory: a function is its contract
+f = deco(len)
+out = k.entry([1, 2, 3])
+os._exit(0)
+"""
+
+
+def test_a_function_returned_where_the_baseline_returns_one_is_the_contract_not_a_lazy_output(tmp_path):
+    events = guarded(tmp_path, DECORATOR_FACTORY, harness=FACTORY_HARNESS)
+    baseline = {"submission/kernel.py": DECORATOR_FACTORY}
+    assert runtime.baseline_callables(baseline) == {"skip_when", "wrap"}
+    found, _ = runtime.read(events, runtime.baseline_classes(baseline), runtime.baseline_callables(baseline))
+    assert [f.family for f in found] == []
+    # the same return where the baseline returns values is still named
+    lazy, _ = runtime.read(events, set(), set())
+    assert [f.family for f in lazy] == ["lazy_output"]

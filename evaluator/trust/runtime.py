@@ -27,7 +27,31 @@ def baseline_classes(baseline: dict[str, str | None]) -> set[str]:
     return names
 
 
-def read(events: list[dict[str, Any]], contract_classes: set[str]) -> tuple[list[Finding], dict[str, Any]]:
+def baseline_callables(baseline: dict[str, str | None]) -> set[str]:
+    """Functions of the baseline's scope files that return a function of their own making (a
+    decorator factory, a closure): returning a function is their contract, not a lazy output."""
+    names: set[str] = set()
+    for rel, text in baseline.items():
+        if not text or not rel.endswith(".py"):
+            continue
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError):
+            continue
+        for f in ast.walk(tree):
+            if not isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            inner = {n.name for n in ast.walk(f) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n is not f}
+            for r in ast.walk(f):
+                v = r.value if isinstance(r, ast.Return) else None
+                if isinstance(v, ast.Lambda) or (isinstance(v, ast.Name) and v.id in inner):
+                    names.add(f.name)
+                    break
+    return names
+
+
+def read(events: list[dict[str, Any]], contract_classes: set[str],
+         contract_callables: frozenset[str] | set[str] = frozenset()) -> tuple[list[Finding], dict[str, Any]]:
     findings: list[Finding] = []
     processes = {e.get("pid") for e in events if e.get("kind") == "start"}
     ended = {e.get("pid") for e in events if e.get("kind") == "end"}
@@ -45,7 +69,9 @@ def read(events: list[dict[str, Any]], contract_classes: set[str]) -> tuple[list
             if int(e.get("threads_left") or 0) > 0 and int(e.get("n") or 0) > 1:
                 left.setdefault(fn, []).append(int(e["n"]))
             lazy = e.get("unplain")
-            if lazy and fn not in lazy_seen and (str(lazy) in LAZY_BUILTINS or str(lazy).rsplit(".", 1)[-1] not in contract_classes):
+            contract = str(lazy) == "builtins.function" and fn.rsplit(":", 1)[-1] in contract_callables
+            if lazy and fn not in lazy_seen and not contract and (
+                    str(lazy) in LAZY_BUILTINS or str(lazy).rsplit(".", 1)[-1] not in contract_classes):
                 lazy_seen.add(fn)
                 findings.append(Finding(family="lazy_output", evidence=f"{fn} returned a {lazy} (call {e.get('n')})",
                                         screen="runtime"))

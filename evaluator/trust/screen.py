@@ -51,7 +51,8 @@ class TrustScreen:
             found, checks["static"] = static.screen(files, baseline)
             findings += found
         if run is not None and self.config.runtime:
-            found, checks["runtime"] = runtime.read(run.trust_events, runtime.baseline_classes(baseline))
+            found, checks["runtime"] = runtime.read(run.trust_events, runtime.baseline_classes(baseline),
+                                                    runtime.baseline_callables(baseline))
             findings += found
         reference = self.reference_speedup(task_key, anchor)
         # the oracle is the reference itself; an anchor at or below 1 is none (the format's own rule)
@@ -65,7 +66,8 @@ class TrustScreen:
         if run is not None and self.config.probes and correct and prober is not None and worth:
             # every probe only for an implausible figure with nothing found yet: a grading already
             # suspect needs no more evidence than the quick probes give, nor their minute
-            found, checks["probes"] = self._probe(run, references, implausible and not findings, prober, log_dir)
+            found, checks["probes"] = self._probe(run, references, implausible and not findings, prober, log_dir,
+                                                  runtime.baseline_callables(baseline))
             findings += found
         if mode == "oracle" and speedup and not findings:
             self._keep_oracle(task_key, speedup)
@@ -77,8 +79,9 @@ class TrustScreen:
 
     # ------------------------------------------------------------------ probes
     def _probe(self, run: GradeRun, references: dict[str, list[str]], full: bool, prober: Prober,
-               log_dir: Path) -> tuple[list[Finding], dict[str, Any]]:
-        recs = runtime.records(run.trust_events, run.trust_socket)
+               log_dir: Path, callables: set[str]) -> tuple[list[Finding], dict[str, Any]]:
+        # a function whose contract is to return a function (a decorator factory) has no output to check
+        recs = [r for r in runtime.records(run.trust_events, run.trust_socket) if r.get("fn") not in callables]
         if not recs:
             return [], {"ran": False, "why": "no call into the candidate was kept"}
         chosen = _spread(recs, MAX_PROBE_RECORDS if full else 2)
