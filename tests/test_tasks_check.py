@@ -75,6 +75,8 @@ def test_the_command_prints_one_line_per_package_and_no_traceback(tmp_path, cach
     r = subprocess.run([sys.executable, "-m", "agent.cli", "tasks", "check", "kfc/toy-sound", "kfc/no-such-task",
                         "--tasks-root", str(root), "--out", str(tmp_path / "out"),
                         "--set", f"evaluator.local.cache_dir={cache_dir}"], cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    # the name that is no package is bad input (exit 2, named in one line); the others are still checked
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert "kfc/no-such-task" in r.stderr and "kfc/toy-sound: anchor_differs" in r.stderr
+    assert "not checked (bad input, named above): kfc/no-such-task" in r.stderr
     assert (tmp_path / "out/tasks-check.md").is_file() and "anchor_differs 1" in r.stdout
