@@ -12,32 +12,29 @@ LAZY_BUILTINS = ("builtins.generator", "builtins.coroutine", "builtins.function"
                  "builtins.zip")
 
 
+def _baseline_trees(baseline: dict[str, str | None]) -> list[ast.AST]:
+    """The baseline's Python scope files, parsed (those that do not parse left out)."""
+    trees = []
+    for rel, text in baseline.items():
+        if text and rel.endswith(".py"):
+            try:
+                trees.append(ast.parse(text))
+            except (SyntaxError, ValueError):
+                continue
+    return trees
+
+
 def baseline_classes(baseline: dict[str, str | None]) -> set[str]:
     """Class names the baseline's scope files define: a candidate returning one of those returns
     what the contract asks for, not a proxy of its own."""
-    names: set[str] = set()
-    for rel, text in baseline.items():
-        if not text or not rel.endswith(".py"):
-            continue
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError):
-            continue
-        names |= {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
-    return names
+    return {n.name for tree in _baseline_trees(baseline) for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
 
 
 def baseline_callables(baseline: dict[str, str | None]) -> set[str]:
     """Functions of the baseline's scope files that return a function of their own making (a
     decorator factory, a closure): returning a function is their contract, not a lazy output."""
     names: set[str] = set()
-    for rel, text in baseline.items():
-        if not text or not rel.endswith(".py"):
-            continue
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError):
-            continue
+    for tree in _baseline_trees(baseline):
         for f in ast.walk(tree):
             if not isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
