@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import io
 import shutil
-import tarfile
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -31,14 +30,7 @@ def _run_cell_on_node(base: dict[str, Any], bc: dict[str, Any], cell: tuple[str,
                       package: bytes, node_cache_dir: str, runner: Callable[..., str]) -> bytes:
     """On the node: the package unpacked once (by hash), the cell run into scratch by `runner`
     (agent/experiments/matrix.run_cell_of_data), its run directory as a tar."""
-    cfg = EvaluatorConfig(ray=RayConfig(node_cache_dir=node_cache_dir))
-    root = node_side._node_root(cfg, node_side.node_identity()["node"])
-    pkg = root / "packages" / content_hash[:20]
-    with node_side._locked(root / "locks" / f"{content_hash[:20]}.unpack"):
-        if not (pkg / ".complete").is_file():
-            with tarfile.open(fileobj=io.BytesIO(package)) as tf:
-                archive.extract_tree(tf, pkg)
-            (pkg / ".complete").write_text(content_hash)
+    pkg = node_side.locked_unpacked(EvaluatorConfig(ray=RayConfig(node_cache_dir=node_cache_dir)), content_hash, package)
     with tempfile.TemporaryDirectory(prefix="pesflow-cell-") as tmp:
         out = Path(tmp)
         return node_side.archive_dir(out / runner(base, bc, cell, out, [str(pkg)]))

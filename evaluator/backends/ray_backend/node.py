@@ -90,6 +90,23 @@ def _backend(config: EvaluatorConfig, root: Path) -> Any:
     return _backends[key]
 
 
+def unpacked(root: Path, content_hash: str, package: bytes) -> Path:
+    """The package's tar unpacked once on this node, by content hash (the caller holds the lock)."""
+    pkg = root / "packages" / content_hash[:20]
+    if not (pkg / ".complete").is_file():
+        with tarfile.open(fileobj=io.BytesIO(package)) as tf:
+            archive.extract_tree(tf, pkg)
+        (pkg / ".complete").write_text(content_hash)
+    return pkg
+
+
+def locked_unpacked(config: EvaluatorConfig, content_hash: str, package: bytes) -> Path:
+    """`unpacked` under the node's lock for that package (what a cell on the node needs)."""
+    root = _node_root(config, node_identity()["node"])
+    with _locked(_cache(config) / "ray-locks" / f"{content_hash[:20]}.lock"):
+        return unpacked(root, content_hash, package)
+
+
 def node_prepare(config: EvaluatorConfig, name: str, rel: str, content_hash: str, package: bytes) -> tuple[Any, Prepared, bool]:
     """The node's backend and its preparation of the package; `fresh`: this call prepared it."""
     ident = node_identity()
@@ -97,13 +114,9 @@ def node_prepare(config: EvaluatorConfig, name: str, rel: str, content_hash: str
     backend = _backend(config, root)
     if content_hash in _prepared:
         return backend, _prepared[content_hash], False
-    pkg = root / "packages" / content_hash[:20]
     # one preparation per node (per shared cache), across worker processes
     with _locked(_cache(config) / "ray-locks" / f"{content_hash[:20]}.lock"):
-        if not (pkg / ".complete").is_file():
-            with tarfile.open(fileobj=io.BytesIO(package)) as tf:
-                archive.extract_tree(tf, pkg)
-            (pkg / ".complete").write_text(content_hash)
+        pkg = unpacked(root, content_hash, package)
         task = load_task(name, [pkg])
         if task.content_hash != content_hash:
             raise InfraError(f"the package reached node {ident['host']} changed (hash {task.content_hash[:12]}, "
