@@ -47,12 +47,12 @@ class TrustScreen:
             return Trust(checks={"screened": False})
         findings: list[Finding] = []
         checks: dict[str, Any] = {"screened": True}
+        callables = runtime.baseline_callables(baseline)  # functions whose contract is to return one
         if self.config.static and files:
             found, checks["static"] = static.screen(files, baseline)
             findings += found
         if run is not None and self.config.runtime:
-            found, checks["runtime"] = runtime.read(run.trust_events, runtime.baseline_classes(baseline),
-                                                    runtime.baseline_callables(baseline))
+            found, checks["runtime"] = runtime.read(run.trust_events, runtime.baseline_classes(baseline), callables)
             findings += found
         reference = self.reference_speedup(task_key, anchor)
         # the oracle is the reference itself; an anchor at or below 1 is none (the format's own rule)
@@ -67,7 +67,7 @@ class TrustScreen:
             # every probe only for an implausible figure with nothing found yet: a grading already
             # suspect needs no more evidence than the quick probes give, nor their minute
             found, checks["probes"] = self._probe(run, references, implausible and not findings, prober, log_dir,
-                                                  runtime.baseline_callables(baseline))
+                                                  callables)
             findings += found
         if mode == "oracle" and speedup and not findings:
             self._keep_oracle(task_key, speedup)
