@@ -32,8 +32,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=4)
     ap.add_argument("--cache-dir", default=str(Path(tempfile.gettempdir()) / "pesflow-bench-cache"))
     ap.add_argument("--device", default=None)
+    ap.add_argument("--install-steps", default="auto", choices=["auto", "skip", "require"])
     a = ap.parse_args()
-    evs = {on: Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=a.cache_dir), trust=TrustConfig(enabled=on)),
+    evs = {on: Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=a.cache_dir, install_steps=a.install_steps), trust=TrustConfig(enabled=on)),
                          tasks_roots=a.tasks_root or None, log_root=Path(tempfile.mkdtemp(prefix="trust-bench-")))
            for on in (True, False)}
     task = evs[True].task(a.task)
