@@ -27,7 +27,7 @@ from evaluator.parallel import ParallelBackend
 from evaluator.scoring import benchmark_reward, dev_figure, speedup_from_dev
 from evaluator.hardware import gpu_available
 from evaluator.task import OFFICIAL_URL, Task, TaskError, load_task, task_roots
-from evaluator.trust.screen import TrustScreen
+from evaluator.trust.screen import Prober, TrustScreen
 from evaluator.verdict import PackageRef, Status, Verdict, from_reward_json, read_reward_file, withhold_untrusted
 
 Mode = Literal["candidate", "noop", "oracle", "negative"]
@@ -128,51 +128,71 @@ class Evaluator:
             *(r for r in task.scope if "*" not in r), *screened])}
         scope_texts = {**baseline, **screened}
         guard = self.trust.guard_config(mode, task.source_root, scope_texts, baseline, env)
+        g = _Grading(task, prepared, mode, grader, device, env, files, screened, baseline, guard, log_dir, timeout, base)
+        live: list[Verdict] = []
+
+        def then(run: GradeRun, prober) -> None:  # the backend's: the sandbox waits for the probes
+            if self._dev_ready(g):  # else a dev reference grading would wait on this one's slot
+                live.append(self._interpret(g, run, prober))
+
         request = GradeRequest(files=files, grader=grader, env=env, reviewer_files=reviewer, timeout=timeout, out_dir=log_dir,
-                               trust=guard)
+                               trust=guard, then=then if guard is not None else None)
         try:
             run = self.backend.grade(prepared, request)
         except InfraError as e:
             return finish(Verdict(status=Status.infra_error, message=str(e), **base))
-        if run.infra_error:
-            return finish(Verdict(status=Status.infra_error, message=run.infra_error, **base))
+        return finish(live[0] if live else self._interpret(g, run, self._fresh_prober(g)))
 
-        g = _Grading(task, prepared, mode, grader, device, env, files, screened, baseline, guard, log_dir)
+    def _interpret(self, g: "_Grading", run: GradeRun, prober: Prober) -> Verdict:
+        """The grader's result as a Verdict, then the trust stage with `prober` for its probes."""
+        task, base, timeout = g.task, g.base, g.timeout
+        if run.infra_error:
+            return Verdict(status=Status.infra_error, message=run.infra_error, **base)
 
         def judged(v: Verdict) -> Verdict:
-            return self._judge(g, run, v)
+            return self._judge(g, run, v, prober)
 
         if run.timed_out:
-            return finish(judged(Verdict(status=Status.timeout, hard_fail_reasons=["timeout"],
-                                         message=f"the grader ran past {timeout:g} s and was killed with everything it started", **base)))
+            return judged(Verdict(status=Status.timeout, hard_fail_reasons=["timeout"],
+                                  message=f"the grader ran past {timeout:g} s and was killed with everything it started", **base))
         if run.reward is None:
             tail = [ln for ln in run.output.strip().splitlines() if ln.strip() and not ln.startswith("@@pesflow:")][-1:] or ["no output"]
             msg = "; ".join([f"the grader wrote no readable verdict (exit {run.returncode}): {tail[0][:300]}", *run.notes])
-            return finish(Verdict(status=Status.grader_error, message=msg, **base))
+            return Verdict(status=Status.grader_error, message=msg, **base)
         verdict = from_reward_json(run.reward, grader_seconds=run.grader_seconds,
                                    **{k: v for k, v in base.items() if k != "ref_speedup"})
-        verdict.environment = prepared.state.get("environment") or {"kind": "image"}
+        verdict.environment = g.prepared.state.get("environment") or {"kind": "image"}
         if run.node:  # a cluster backend's node: where the verdict was measured
             verdict.environment = {**verdict.environment, "node": run.node}
         if verdict.ref_speedup is None:
             verdict.ref_speedup = task.anchor.value
-        if grader == "dev":
-            self._score_dev(task, verdict, run.reward, is_noop=mode == "noop" or (mode == "candidate" and not files),
-                            device=device)
+        if g.grader == "dev":
+            self._score_dev(task, verdict, run.reward, is_noop=self._is_noop(g), device=g.device)
         verdict.message = "graded" if verdict.status == Status.ok else "hard fail: " + ", ".join(verdict.hard_fail_reasons)
-        if device == "cpu" and task.gpus > 0:
+        if g.device == "cpu" and task.gpus > 0:
             # A GPU task checked on the CPU: correctness with small shapes, never a score.
             verdict.reward, verdict.hardware = 0.0, "cpu"
             verdict.message += " (GPU task checked on the CPU: correctness only, no reward)"
         for note in run.notes:  # a backend's remarks (modal: the GPU used; local: a write on the read-only root)
             verdict.message += f"; {note}"
-        return finish(judged(withhold_untrusted(verdict, read_reward_file(log_dir / "logs/verifier/verifier_state.json"))))
+        return judged(withhold_untrusted(verdict, read_reward_file(g.log_dir / "logs/verifier/verifier_state.json")))
+
+    @staticmethod
+    def _is_noop(g: "_Grading") -> bool:
+        return g.mode == "noop" or (g.mode == "candidate" and not g.files)
+
+    def _dev_ready(self, g: "_Grading") -> bool:
+        """Whether the verdict can be made without another grading (a dev engine's reference)."""
+        return g.grader != "dev" or self._is_noop(g) or self._dev_ref_file(g.task, g.device).is_file()
+
+    def _dev_ref_file(self, task: Task, device: str | None) -> Path:
+        return self.dev_reference_dir / f"{task.content_hash[:20]}-{device or 'default'}.json"
 
     def _score_dev(self, task: Task, v: Verdict, raw: dict, is_noop: bool, device: str | None) -> None:
         """A dev engine's figures in the verdict's one meaning (evaluator/scoring.py): its own figure
         raw under `dev`, with the kind its noop tells; `speedup` over the baseline; `reward` the
         benchmark's formula with the package's anchor, never the engine's own `reward`."""
-        ref_file = self.dev_reference_dir / f"{task.content_hash[:20]}-{device or 'default'}.json"
+        ref_file = self._dev_ref_file(task, device)
         if is_noop:
             ref = raw
             with self._lock:
@@ -194,14 +214,23 @@ class Evaluator:
         except (OSError, ValueError):
             return None
 
-    def _judge(self, g: "_Grading", run: GradeRun, v: Verdict) -> Verdict:
-        """The trust stage: what the screens saw, beside the grader's figures (evaluator/trust/)."""
+    def _fresh_prober(self, g: "_Grading") -> Prober:
+        """Probes as a grading of their own, in a fresh sandbox (a backend that cannot follow up)."""
         def prober(config: dict, tfiles: dict[str, Path], command: str, limit: float) -> GradeRun:
             (g.log_dir / "probe").mkdir(exist_ok=True)
             req = GradeRequest(files=g.files or dict(g.screened), grader="probe", env=g.env, reviewer_files={}, timeout=limit,
                                out_dir=g.log_dir / "probe", trust={**(g.guard or {}), **config}, trust_files=tfiles,
                                command=command)
             return self.backend.grade(g.prepared, req)
+        return prober
+
+    def _judge(self, g: "_Grading", run: GradeRun, v: Verdict, backend_prober: Prober) -> Verdict:
+        """The trust stage: what the screens saw, beside the grader's figures (evaluator/trust/)."""
+        def prober(config: dict, tfiles: dict[str, Path], command: str, limit: float) -> GradeRun:
+            # the scope files as graded, put back first: a candidate that rewrote its own source
+            # while it was graded is probed as it was graded, not as it left itself
+            config, tfiles = restore_files(g, config, tfiles)
+            return backend_prober(config, tfiles, command, limit)
 
         task, figure = g.task, v.speedup if v.speedup is not None else (v.dev.value if v.dev else None)
         v.trust = self.trust.judge(
@@ -210,6 +239,9 @@ class Evaluator:
             correct=v.correct and v.status == Status.ok, speedup=figure,
             anchor=task.anchor.value if v.speedup is not None else None, prober=prober, log_dir=g.log_dir,
             baseline_scale=v.speedup is not None)
+        probes = v.trust.checks.get("probes")
+        if isinstance(probes, dict) and probes.get("ran"):  # where they ran: the grading's own sandbox, or a new one
+            probes["sandbox"] = "the grading's" if getattr(backend_prober, "same_sandbox", False) else "fresh"
         if v.trust.suspect:
             v.message += "; suspect: " + "; ".join(v.trust.reasons[:3])
         elif v.trust.needs_review:
@@ -269,6 +301,24 @@ class _Grading:
     baseline: dict[str, str | None]
     guard: dict | None
     log_dir: Path
+    timeout: float
+    base: dict
+
+
+def restore_files(g: _Grading, config: dict, tfiles: dict[str, Path]) -> tuple[dict, dict[str, Path]]:
+    """The probe's config and files with the scope files as graded (`restore`: sandbox path ->
+    file beside the config), which the probe writes back where they differ."""
+    folder = g.log_dir / "trust"
+    folder.mkdir(parents=True, exist_ok=True)
+    restore, tfiles = {}, dict(tfiles)
+    for i, (rel, text) in enumerate(sorted((g.files or g.screened).items())):
+        if text is None:
+            continue
+        name = f"restore-{i}.txt"
+        (folder / name).write_text(text)
+        tfiles[name] = folder / name
+        restore[f"{g.task.source_root.rstrip('/')}/{rel}"] = name
+    return {**config, "probe": {**config.get("probe", {}), "restore": restore}}, tfiles
 
 
 def check_device(task: Task, device: str | None, gpus_here: bool = True) -> str | None:

@@ -20,6 +20,7 @@ ended raises `Interrupted` instead of returning a result, so no verdict is made 
 from __future__ import annotations
 
 import os
+import queue
 import shlex
 import shutil
 import signal
@@ -108,6 +109,15 @@ class BoundedSink:
                 self.dropped += cut
                 del self.tail[:cut]
 
+    def since(self, mark: int) -> str:
+        """What came after the first `mark` bytes, as far as it was kept."""
+        if mark >= self.total:
+            return ""
+        if mark < len(self.head):
+            mid = f"\n[... {self.dropped} bytes of output dropped ...]\n".encode() if self.dropped else b""
+            return (bytes(self.head[mark:]) + mid + bytes(self.tail)).decode(errors="replace")
+        return bytes(self.tail[-(self.total - mark):]).decode(errors="replace")
+
     def text(self) -> str:
         mid = f"\n[... {self.dropped} bytes of output dropped ...]\n" if self.dropped else ""
         return (bytes(self.head) + mid.encode() + bytes(self.tail)).decode(errors="replace")
@@ -115,12 +125,16 @@ class BoundedSink:
 
 def run(script: str, *, network: bool, timeout: float, env: dict[str, str] | None = None, max_output: int = 1 << 20,
         limits: Limits | None = None, watch: Callable[[int], str | None] | None = None, grace: float = 0.0,
-        max_output_total: int | None = None) -> SandboxResult:
+        max_output_total: int | None = None, followups: "Callable[[SandboxResult, FollowUp], None] | None" = None) -> SandboxResult:
     """Run `script` (bash) as root (a mapped root in a user namespace, for an ordinary user) in new mount+pid namespaces (and a net namespace with only
     loopback unless `network`); stop it all at `timeout`, at a broken limit, when `watch`
     (given the namespace's init, as a host pid) names a reason, or past `max_output_total`
     bytes of output. A stop first sends SIGUSR1 to the namespace's init and waits `grace`
-    seconds for it to finish (when `grace` > 0), then kills the whole tree."""
+    seconds for it to finish (when `grace` > 0), then kills the whole tree.
+
+    `followups` (for a script of evaluator/supervise.py made with `follow=`): called once the
+    init says the grader is over and its results are out, with that phase's result and a
+    FollowUp that runs further commands in the same sandbox; the sandbox ends when it returns."""
     iso = check_available()
     if _stopping.is_set():
         raise Interrupted()
@@ -137,6 +151,10 @@ def run(script: str, *, network: bool, timeout: float, env: dict[str, str] | Non
     # setpriv before its exec: no Python runs between fork and exec).
     argv = [_setpriv(), "--pdeathsig", "KILL", "--", *argv]
     start = time.monotonic()
+    env = dict(env if env is not None else {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+    ctl = _Control() if followups is not None else None
+    if ctl is not None:
+        env.update(ctl.env())
     try:
         proc = subprocess.Popen(
             argv,
@@ -144,12 +162,16 @@ def run(script: str, *, network: bool, timeout: float, env: dict[str, str] | Non
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group, so the kill below reaches unshare and its helpers
-            env=env if env is not None else {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+            env=env, pass_fds=ctl.inner if ctl is not None else (),
         )
     except OSError:
         if plan is not None:
             plan.remove()
+        if ctl is not None:
+            ctl.close()
         raise
+    if ctl is not None:
+        ctl.started()
     with _live_lock:
         _live[proc.pid] = proc
     sink = BoundedSink(max_output)
@@ -163,14 +185,25 @@ def run(script: str, *, network: bool, timeout: float, env: dict[str, str] | Non
     reader.start()
     killed: str | None = None
     pid1: int | None = None
-    try:
-        deadline = start + timeout
+
+    def wait_for(deadline: float, word: str | None) -> str | None:
+        """Watch the limits until the sandbox ends, or (with `word`) until the init says it:
+        the init's line, or None when the sandbox ended or was stopped first."""
+        nonlocal killed, pid1
         while True:
-            try:
-                proc.wait(timeout=max(0.0, min(POLL_SEC, deadline - time.monotonic())))
-                break
-            except subprocess.TimeoutExpired:
-                pass
+            wait = max(0.0, min(POLL_SEC, deadline - time.monotonic()))
+            if word is not None and ctl is not None:
+                line = ctl.get(wait)
+                if line is not None and line.split(" ", 1)[0] == word:
+                    return line
+                if proc.poll() is not None:
+                    return None
+            else:
+                try:
+                    proc.wait(timeout=wait)
+                    return None
+                except subprocess.TimeoutExpired:
+                    pass
             pid1 = pid1 or _namespace_init(proc.pid)
             if time.monotonic() >= deadline:
                 killed = "timeout"
@@ -180,8 +213,27 @@ def run(script: str, *, network: bool, timeout: float, env: dict[str, str] | Non
                 killed = (plan.breach(pid1) if plan is not None else None) or (watch(pid1) if watch and pid1 else None)
             if killed:
                 _stop(proc, pid1, grace)
-                break
+                return None
+
+    try:
+        said = wait_for(start + timeout, "graded" if ctl is not None else None)
+        if said is not None and ctl is not None and followups is not None:
+            phase = SandboxResult(returncode=_rc(said), timed_out=False, seconds=time.monotonic() - start,
+                                  killed=plan.breach(None) if plan is not None else None,
+                                  output=sink.text(), usage={"output_bytes": sink.total, **(plan.usage() if plan else {})},
+                                  warnings=list(plan.warnings) if plan else [], mechanisms=dict(plan.mechanisms) if plan else {},
+                                  unenforced=list(plan.unenforced) if plan else [])
+            try:
+                followups(phase, FollowUp(ctl, sink, wait_for, lambda: killed))
+            finally:
+                ctl.say("end")
+            try:  # the init exits once told: no limit is watched for that moment
+                proc.wait(timeout=max(grace, 5.0))
+            except subprocess.TimeoutExpired:
+                _killpg(proc.pid)
     finally:
+        if ctl is not None:
+            ctl.close()
         if proc.poll() is None:
             _killpg(proc.pid)
         proc.wait()
@@ -206,6 +258,96 @@ def run(script: str, *, network: bool, timeout: float, env: dict[str, str] | Non
         returncode=proc.returncode, timed_out=killed == "timeout", seconds=time.monotonic() - start,
         output=sink.text(), killed=killed, usage=usage, warnings=warnings, mechanisms=mechanisms, unenforced=unenforced,
     )
+
+
+@dataclass
+class FollowResult:
+    returncode: int
+    timed_out: bool
+    seconds: float
+    output: str  # what the follow-up printed (bounded like the rest)
+    stopped: str | None = None  # why the sandbox was stopped during it (a limit): then it is over
+
+
+class FollowUp:
+    """Runs follow-up commands in a sandbox whose grader is over (evaluator/supervise.py):
+    `run(limit)` has the init run its follow folder's `command` and waits for it."""
+
+    def __init__(self, ctl: "_Control", sink: BoundedSink, wait_for: Callable[[float, str | None], str | None],
+                 killed: Callable[[], str | None]):
+        self._ctl, self._sink, self._wait_for, self._killed = ctl, sink, wait_for, killed
+
+    def run(self, limit: float) -> FollowResult:
+        start, mark = time.monotonic(), self._sink.total
+        if self._killed() or not self._ctl.say("run"):
+            return FollowResult(-1, False, 0.0, "", stopped=self._killed() or "the sandbox had ended")
+        said = self._wait_for(start + limit, "ran")
+        seconds, output = time.monotonic() - start, self._sink.since(mark)
+        if said is None:
+            why = self._killed()
+            return FollowResult(-1, why == "timeout", seconds, output, stopped=why or "the sandbox had ended")
+        return FollowResult(_rc(said), False, seconds, output)
+
+
+class _Control:
+    """The two pipes between the host and a supervised init (evaluator/supervise.py)."""
+
+    def __init__(self):
+        from evaluator.supervise import CTL_READ, CTL_WRITE
+        self._up_r, self._up_w = os.pipe()  # init -> host
+        self._down_r, self._down_w = os.pipe()  # host -> init
+        self.inner = (self._up_w, self._down_r)
+        self._names = (CTL_WRITE, CTL_READ)
+        self._lines: "queue.Queue[str]" = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+
+    def env(self) -> dict[str, str]:
+        return {self._names[0]: str(self._up_w), self._names[1]: str(self._down_r)}
+
+    def started(self) -> None:
+        for fd in self.inner:  # the child holds them now: the host's copies would keep the pipes open
+            os.close(fd)
+        self.inner = ()
+        self._reader.start()
+
+    def _read(self) -> None:
+        with os.fdopen(self._up_r, "rb", buffering=0, closefd=False) as f:
+            for line in iter(f.readline, b""):
+                self._lines.put(line.decode(errors="replace").strip())
+
+    def get(self, timeout: float) -> str | None:
+        try:
+            return self._lines.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def say(self, word: str) -> bool:
+        try:
+            os.write(self._down_w, word.encode() + b"\n")
+            return True
+        except OSError:  # the init is gone
+            return False
+
+    def close(self) -> None:
+        for fd in (*self.inner, self._down_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self.inner = ()
+        if self._reader.is_alive():
+            self._reader.join(timeout=2)
+        try:
+            os.close(self._up_r)
+        except OSError:
+            pass
+
+
+def _rc(line: str) -> int:
+    try:
+        return int(line.split(" ", 1)[1])
+    except (IndexError, ValueError):
+        return -1
 
 
 def _killpg(pgid: int) -> None:
@@ -289,152 +431,3 @@ def _setpriv() -> str:
         raise SandboxUnavailable("the local backend needs `setpriv` (util-linux) to drop a grader's capabilities; "
                                  "install it (apt-get install util-linux)")
     return os.path.realpath(path)
-
-
-# Run by the namespace's init after every other process of the grading is dead (nothing can
-# swap a file for a link meanwhile): copies regular files only, never through a symlink,
-# each cut at a byte limit, within a total, and notes how full the scratch got.
-_COPY_OUT = r"""
-import os, stat, sys
-status, scratch, per_file, budget, results = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-pairs = list(zip(sys.argv[6::2], sys.argv[7::2]))
-# A result file whose inode changed after the grader returned (ctime: no candidate can set it
-# back) was forged by something that outlived the grader.
-end = None
-for line in open(status, errors="replace"):
-    if line.startswith("grader_end="):
-        end = float(line.split("=", 1)[1] or 0)
-forged = []
-for r in [r for r in results.split("\n") if r] if end else []:
-    try:
-        if os.lstat(r).st_ctime > end + 0.02:
-            forged.append(r)
-    except (OSError, ValueError):
-        pass
-files = 0
-def one(src, dest):
-    global budget, files
-    if budget <= 0 or files >= 5000:
-        return
-    try:
-        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return
-        data = f.read(min(per_file, budget))
-    os.makedirs(os.path.dirname(dest), exist_ok=True)
-    with open(dest, "wb") as out:
-        out.write(data)
-    budget -= len(data)
-    files += 1
-for src, dest in pairs:
-    try:
-        st = os.lstat(src)
-    except OSError:
-        continue
-    if stat.S_ISDIR(st.st_mode):
-        for top, dirs, names in os.walk(src, followlinks=False):
-            dirs.sort()
-            for n in sorted(names):
-                one(os.path.join(top, n), os.path.join(dest, os.path.relpath(os.path.join(top, n), src)))
-    else:
-        one(src, dest)
-with open(status, "a") as f:
-    if scratch:
-        v = os.statvfs(scratch)
-        f.write("scratch_used=%d\nscratch_total=%d\ninodes_free=%d\n" % ((v.f_blocks - v.f_bfree) * v.f_frsize, v.f_blocks * v.f_frsize, v.f_ffree))
-    f.write("copied_files=%d\n" % files)
-    if forged:
-        f.write("forged=%s\n" % " ".join(forged))
-"""
-
-
-def supervised_command(command: str, *, proc: Path, status: Path, python: str, copy_out: list[tuple[Path, Path]],
-                       max_file_bytes: int, max_total_bytes: int, scratch: Path | None = None,
-                       stray_grace: float = 2.0, results: list[Path] = (),  # type: ignore[assignment]
-                       bulk_copy: list[tuple[Path, Path]] = (), bulk_bytes: tuple[int, int] = (64 << 20, 256 << 20)) -> str:  # type: ignore[assignment]
-    """Shell lines that run `command` (a chroot line) as the child of the namespace's init,
-    which stays to: note the grader's exit and time in `status` (a host file the grader
-    cannot see), name the processes that outlived it by more than `stray_grace` seconds
-    (`strays=`; helpers still exiting, e.g. a compile pool, get that long), kill everything
-    left, and copy `copy_out` (src, dest) pairs to the host before the namespace, and any
-    tmpfs scratch with it, is gone (`bulk_copy` pairs too, with the larger per-file and total
-    limits `bulk_bytes`: the trust screen's kept inputs), noting `forged=` for any of `results` (host paths of the
-    grader's result files) changed after the grader returned. SIGUSR1 does the same at once (a
-    stop); other signals are noted (`signalled=`) and change nothing."""
-    proc_glob = f"{q(proc)}/[0-9]*"
-    pairs = " ".join(f"{q(a)} {q(b)}" for a, b in copy_out)
-    tick = q(status.with_name(status.name + ".tick"))
-    bulk_pairs = " ".join(f"{q(a)} {q(b)}" for a, b in bulk_copy)
-    bulk = (f"{q(python)} -I -S -c {q(_COPY_OUT)} /dev/null '' {int(bulk_bytes[0])} {int(bulk_bytes[1])} '' {bulk_pairs}"
-            if bulk_copy else ":")
-    return f"""set +e
-S={q(status)}
-note() {{ printf '%s\\n' "$@" >> "$S"; }}
-# a fifo nobody writes: `read -t` on it is a sleep that starts no process (which would count)
-mkfifo {tick} && exec 9<>{tick}
-alive() {{
-  local p st
-  for p in {proc_glob}; do
-    [ "${{p##*/}}" = 1 ] && continue
-    st=""; read -r st 2>/dev/null < "$p/stat"; st=${{st##*) }}; st=${{st%% *}}
-    [ -n "$st" ] && [ "$st" != Z ] && return 0
-  done
-  return 1
-}}
-finish() {{
-  trap '' USR1
-  kill -9 -1 2>/dev/null
-  local i=0 left
-  while :; do
-    left=( {proc_glob} )
-    [ "${{#left[@]}}" -le 1 ] && break
-    i=$((i+1)); [ "$i" -gt 2000 ] && {{ note "unreaped=${{#left[@]}}"; break; }}
-    wait 2>/dev/null
-  done
-  {q(python)} -I -S -c {q(_COPY_OUT)} "$S" {q(scratch or '')} {int(max_file_bytes)} {int(max_total_bytes)} {q(chr(10).join(map(str, results)))} {pairs}
-  {bulk}
-  exit "$1"
-}}
-trap 'note stopped=1; finish 137' USR1
-# Only the grading itself can signal this init (the host sends USR1 alone): noted as tampering,
-# and the grader is waited for all the same. Caught, not ignored, so the grader gets defaults.
-for s in INT TERM HUP QUIT USR2 ALRM; do trap "note signalled=$s" "$s"; done
-note "grader_start=$EPOCHREALTIME"
-( exec 9>&-; {command} ) &
-g=$!
-wait "$g"
-rc=$?
-while kill -0 "$g" 2>/dev/null; do wait "$g"; rc=$?; done
-note "grader_end=$EPOCHREALTIME" "grader_rc=$rc"
-i=0
-while alive && [ "$i" -lt {max(1, int(stray_grace / 0.05))} ]; do i=$((i+1)); read -r -t 0.05 -u 9 _; done
-strays=()
-for p in {proc_glob}; do
-  n=${{p##*/}}
-  [ "$n" = 1 ] && continue
-  st=""; c="?"
-  read -r st 2>/dev/null < "$p/stat"; st=${{st##*) }}; st=${{st%% *}}
-  [ -z "$st" ] || [ "$st" = Z ] && continue
-  read -r c 2>/dev/null < "$p/comm"
-  strays+=("$n:${{c//[^A-Za-z0-9._-]/_}}")
-done
-[ "${{#strays[@]}}" -gt 0 ] && note "strays=${{strays[*]:0:20}}"
-finish "$rc"
-"""
-
-
-def read_status(path: Path) -> dict[str, str]:
-    """The notes of supervised_command (last value of each key wins)."""
-    out: dict[str, str] = {}
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return out
-    for line in text.splitlines():
-        k, sep, v = line.partition("=")
-        if sep:
-            out[k] = v
-    return out

@@ -191,6 +191,40 @@ def test_the_probes_call_the_kept_inputs_again(tmp_path, case):
     assert names == set() if family is None else family in names, got
 
 
+def _probe_kept(tmp_path: Path, events: list[dict], extra: dict) -> dict:
+    recs = runtime.records(events, socket_used=False)
+    files = []
+    for i, r in enumerate(recs[:2]):
+        blob = Path(r["path"]).read_bytes()[r["offset"]:r["offset"] + r["size"]]
+        (tmp_path / f"input-{i}.pkl").write_bytes(blob)
+        files.append({**{k: r.get(k) for k in ("sha256", "fn", "module", "file", "n", "argv", "cwd", "sys_path")},
+                      "name": f"input-{i}.pkl"})
+    cfg = {"records": files, "references": {}, "budget_sec": 20, "full": False, **extra}
+    (tmp_path / "config.json").write_text(json.dumps({"probe": cfg}))
+    env = {**os.environ, "PESFLOW_TRUST_TEST_CONFIG": str(tmp_path / "config.json"), "PESFLOW_TRUST_TEST_OUT": str(tmp_path / "probe.json"),
+           "PYTHONPATH": str(INSIDE)}
+    subprocess.run([sys.executable, str(INSIDE / "pesflow_probe.py")], env=env, check=True, timeout=120, capture_output=True)
+    return json.loads((tmp_path / "probe.json").read_text())
+
+
+@pytest.mark.parametrize("restored", [True, False])
+def test_the_probes_call_the_code_as_graded_not_as_it_left_itself(tmp_path, restored):
+    """A probe in the grading's own sandbox finds the files as the grading left them: a cheat
+    that rewrote itself honest before exiting is put back first (`restore`), and caught."""
+    cheat, _ = PROBE_CASES["identity_cache"]
+    events = guarded(tmp_path, cheat)
+    kernel = tmp_path / "repo" / "submission" / "kernel.py"
+    kernel.write_text("def entry(x):\n    return x.cumsum()\n")  # what it left behind
+    (tmp_path / "restore-0.txt").write_text(textwrap.dedent(cheat))
+    got = _probe_kept(tmp_path, events, {"restore": {str(kernel): "restore-0.txt"}} if restored else {})
+    names = {f[0] for f in got["findings"]}
+    if restored:
+        assert got["checks"]["restored"] == [str(kernel)] and kernel.read_text() == textwrap.dedent(cheat)
+        assert "output_cached" in names, got
+    else:  # what the probe would see without it: the honest code, nothing to find
+        assert got["checks"]["restored"] == [] and names == set(), got
+
+
 DECORATOR_FACTORY = """
 import functools
 def entry(x):

@@ -6,7 +6,7 @@ import threading
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from evaluator.task import NO_DEV_ENGINE, Task, grader_command
 
@@ -122,6 +122,11 @@ class GradeRequest:
     trust: dict[str, Any] | None = None  # the runtime guard's config (evaluator/trust/instrument.py); None: no guard
     trust_files: dict[str, Path] = field(default_factory=dict)  # name -> host file, beside the config (read-only)
     command: str | None = None  # run this instead of the grader (the trust probes); its results are its own
+    # Called once with the grading's run and a Prober (evaluator/trust/screen.py) that runs
+    # commands as fresh processes in the same sandbox, after the grader's last process is gone,
+    # by a backend that can (local); one that cannot leaves it uncalled and the evaluator
+    # probes in a fresh grading instead. Not data: never sent to another machine.
+    then: "Callable[[GradeRun, Any], None] | None" = None
 
 
 @dataclass

@@ -25,9 +25,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evaluator import isolation, sandbox
+from evaluator import isolation, sandbox, supervise
 from evaluator.backends.base import GradeRequest, GradeRun, InfraError, Prepared, command_for
 from evaluator.backends.local_build import READY, Build, last_line
+from evaluator.backends.local_probe import LiveProber
 from evaluator.backends.local_folders import grading_folder, remove_tree, sweep_folders
 from evaluator.backends.local_root import Layout, RootError, RootPlan, bind_lines, make_identity, make_skeleton, script
 from evaluator.backends.standin import StandIn, StandInError, discover, stand_in_fault
@@ -190,6 +191,8 @@ class LocalBackend:
         except RootError as e:
             return GradeRun(None, -1, False, 0.0, "", infra_error=str(e))
         command, results = command_for(request, prepared)
+        # the trust probes, once the grader is over, as fresh processes in this same sandbox
+        follow = run_dir / "follow" if trust and request.then is not None else None
         # Everything the grader writes lives on the scratch: copied out before it goes.
         copy = [(scratch / "upper/logs", run_dir / "out/logs")]
         copy += [(scratch / "upper" / r.lstrip("/"), run_dir / "out" / r.lstrip("/")) for r in results if not r.startswith("/logs/")]
@@ -200,24 +203,45 @@ class LocalBackend:
                                              binds_rw))
             + iso.hostname_line("pesflow", self.stand_in().python)
             + f"echo {READY}\n"
-            + sandbox.supervised_command(
+            + supervise.supervised_command(
                 sandbox.chroot_command(run_dir / "root", env, meta["workdir"], command, ["/bin/bash", "-c"],
                                        caps=sandbox.GRADER_CAPS),
                 proc=run_dir / "root/proc", status=run_dir / "status", python=self.stand_in().python, copy_out=copy,
                 max_file_bytes=self.config.max_log_bytes, max_total_bytes=16 * self.config.max_log_bytes,
                 scratch=scratch if scratch_mb else None, results=[scratch / "upper" / r.lstrip("/") for r in results],
-                bulk_copy=bulk)
+                bulk_copy=bulk, follow=follow)
         )
         events = collect.EventSocket(run_dir / "trust-in" / "events.sock") if trust else None
+        concluded: list[GradeRun] = []
+
+        def conclude(res: sandbox.SandboxResult) -> GradeRun:
+            trust_events = self._trust_collect(events, run_dir, request) if events else []
+            return self._conclude(res, run_dir, request, prepared, limits, scratch_mb, plan, iso, results, trust_events)
+
+        def followups(phase: sandbox.SandboxResult, more: sandbox.FollowUp) -> None:
+            concluded.append(conclude(phase))
+            if request.then is not None and follow is not None and not concluded[0].infra_error:
+                chroot = lambda cmd: sandbox.chroot_command(run_dir / "root", env, meta["workdir"], cmd,  # noqa: E731
+                                                            ["/bin/bash", "-c"], caps=sandbox.GRADER_CAPS)
+                request.then(concluded[0], LiveProber(more, run_dir, follow, scratch / "trust-out", chroot, request))
+
         try:
             res = sandbox.run(body, network=False, timeout=request.timeout, max_output=self.config.max_log_bytes,
                               limits=limits, watch=_scratch_watch(scratch, scratch_mb), grace=STOP_GRACE_SEC,
-                              max_output_total=self.config.max_output_mb << 20)
+                              max_output_total=self.config.max_output_mb << 20, followups=followups if follow else None)
         except sandbox.SandboxUnavailable as e:
             raise InfraError(str(e)) from None
         finally:
-            trust_events = self._trust_collect(events, run_dir, request) if events else []
-        status = sandbox.read_status(run_dir / "status")
+            if events is not None and not concluded:
+                events.close()
+        return concluded[0] if concluded else conclude(res)
+
+    def _conclude(self, res: sandbox.SandboxResult, run_dir: Path, request: GradeRequest, prepared: Prepared,
+                  limits: Limits, scratch_mb: int | None, plan: RootPlan, iso: isolation.Isolation, results: list[str],
+                  trust_events: list[dict[str, Any]]) -> GradeRun:
+        """The grading's GradeRun from its sandbox's result and what the init copied out."""
+        task = prepared.task
+        status = supervise.read_status(run_dir / "status")
         if READY not in res.output and not res.killed:
             return GradeRun(None, res.returncode, False, res.seconds, res.output,
                             infra_error=f"sandbox setup failed: {last_line(res.output)}")

@@ -36,6 +36,7 @@ class EventSocket:
         os.chmod(self.path, 0o666)
         self._sock.settimeout(0.1)
         self._stop = threading.Event()
+        self._closed = False
         self._thread = threading.Thread(target=self._read, name="pesflow-trust-events", daemon=True)
         self._thread.start()
 
@@ -65,6 +66,9 @@ class EventSocket:
             self.events.append(ev)
 
     def close(self) -> list[dict[str, Any]]:
+        if self._closed:  # once: what it had is what a second caller gets
+            return self.events
+        self._closed = True
         self._stop.set()
         self._thread.join(timeout=2)
         self._sock.setblocking(False)

@@ -2,9 +2,11 @@
 
 The evaluator asks it twice: before grading, for the guard's config (what the backend puts
 into the sandbox); after, with the grading's events, for the verdict's trust. In between it
-may run the probes, as one more grading of the same candidate through the same backend, with
-the probe script instead of the grader, so every backend that carries a GradeRequest's guard
-carries the probes too. It never touches the grader's figures.
+may run the probes through the Prober it is given: fresh processes in the grading's own
+sandbox once the grader is over (a backend that can follow up, the local one), else one more
+grading of the same candidate through the same backend with the probe script instead of the
+grader, so every backend that carries a GradeRequest's guard carries the probes too. It never
+touches the grader's figures.
 """
 
 from __future__ import annotations

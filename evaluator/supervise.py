@@ -1,0 +1,202 @@
+"""The script of a grading's namespace init: it runs the grader as its child and stays PID 1
+around it, to note what happened, kill what is left and copy the results out before the
+namespace (and a tmpfs scratch with it) is gone. With follow-ups, it then waits on a pipe only
+it holds for the host's next command (the trust probes), each run the same way in the same
+sandbox, after every process of the grading is dead (evaluator/sandbox.py `run` drives it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evaluator.sandbox import q
+
+# The pipes of the follow-ups: their descriptors' numbers, in the init's environment only
+# (a grader's child closes both, and `env -i` starts the grader with none of them).
+CTL_WRITE = "PESFLOW_CTL_W"  # init -> host: "graded RC", "ran RC"
+CTL_READ = "PESFLOW_CTL_R"  # host -> init: "run" (the folder's `command`, then its `copy` list), or "end"
+
+
+# Run by the namespace's init after every other process of the grading is dead (nothing can
+# swap a file for a link meanwhile): copies regular files only, never through a symlink,
+# each cut at a byte limit, within a total, and notes how full the scratch got.
+_COPY_OUT = r"""
+import os, stat, sys
+status, scratch, per_file, budget, results = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+args = sys.argv[6:]
+if args[:1] and args[0].startswith("@"):  # a follow-up's pairs, one path a line, written by the host
+    args = [a for a in open(args[0][1:]).read().split("\n") if a]
+pairs = list(zip(args[0::2], args[1::2]))
+# A result file whose inode changed after the grader returned (ctime: no candidate can set it
+# back) was forged by something that outlived the grader.
+end = None
+for line in open(status, errors="replace"):
+    if line.startswith("grader_end="):
+        end = float(line.split("=", 1)[1] or 0)
+forged = []
+for r in [r for r in results.split("\n") if r] if end else []:
+    try:
+        if os.lstat(r).st_ctime > end + 0.02:
+            forged.append(r)
+    except (OSError, ValueError):
+        pass
+files = 0
+def one(src, dest):
+    global budget, files
+    if budget <= 0 or files >= 5000:
+        return
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return
+        data = f.read(min(per_file, budget))
+    os.makedirs(os.path.dirname(dest), exist_ok=True)
+    with open(dest, "wb") as out:
+        out.write(data)
+    budget -= len(data)
+    files += 1
+for src, dest in pairs:
+    try:
+        st = os.lstat(src)
+    except OSError:
+        continue
+    if stat.S_ISDIR(st.st_mode):
+        for top, dirs, names in os.walk(src, followlinks=False):
+            dirs.sort()
+            for n in sorted(names):
+                one(os.path.join(top, n), os.path.join(dest, os.path.relpath(os.path.join(top, n), src)))
+    else:
+        one(src, dest)
+with open(status, "a") as f:
+    if scratch:
+        v = os.statvfs(scratch)
+        f.write("scratch_used=%d\nscratch_total=%d\ninodes_free=%d\n" % ((v.f_blocks - v.f_bfree) * v.f_frsize, v.f_blocks * v.f_frsize, v.f_ffree))
+    f.write("copied_files=%d\n" % files)
+    if forged:
+        f.write("forged=%s\n" % " ".join(forged))
+"""
+
+
+def supervised_command(command: str, *, proc: Path, status: Path, python: str, copy_out: list[tuple[Path, Path]],
+                       max_file_bytes: int, max_total_bytes: int, scratch: Path | None = None,
+                       stray_grace: float = 2.0, results: list[Path] = (),  # type: ignore[assignment]
+                       bulk_copy: list[tuple[Path, Path]] = (), bulk_bytes: tuple[int, int] = (64 << 20, 256 << 20),  # type: ignore[assignment]
+                       follow: Path | None = None) -> str:
+    """Shell lines that run `command` (a chroot line) as the child of the namespace's init,
+    which stays to: note the grader's exit and time in `status` (a host file the grader
+    cannot see), name the processes that outlived it by more than `stray_grace` seconds
+    (`strays=`; helpers still exiting, e.g. a compile pool, get that long), kill everything
+    left, and copy `copy_out` (src, dest) pairs to the host before the namespace, and any
+    tmpfs scratch with it, is gone (`bulk_copy` pairs too, with the larger per-file and total
+    limits `bulk_bytes`: the trust screen's kept inputs), noting `forged=` for any of `results` (host paths of the
+    grader's result files) changed after the grader returned. SIGUSR1 does the same at once (a
+    stop); other signals are noted (`signalled=`) and change nothing.
+
+    With `follow` (a host folder), the init then says `graded RC` on its pipe and runs each
+    follow-up the host asks for: `follow/command` as the child (same environment of mounts,
+    limits and scratch), its notes in `follow/status`, everything killed after it, then the
+    `follow/copy` pairs copied out, and `ran RC` said; until the host says `end`."""
+    proc_glob = f"{q(proc)}/[0-9]*"
+    pairs = " ".join(f"{q(a)} {q(b)}" for a, b in copy_out)
+    tick = q(status.with_name(status.name + ".tick"))
+    bulk_pairs = " ".join(f"{q(a)} {q(b)}" for a, b in bulk_copy)
+    bulk = (f"{q(python)} -I -S -c {q(_COPY_OUT)} /dev/null '' {int(bulk_bytes[0])} {int(bulk_bytes[1])} '' {bulk_pairs}"
+            if bulk_copy else ":")
+    # the grader's child holds no pipe of the host's: only this init can say a phase is over
+    close_ctl = f" {{{CTL_WRITE}}}>&- {{{CTL_READ}}}<&-" if follow else ""
+    follow_lines = _follow_lines(follow, python, bulk_bytes, close_ctl) if follow else ""
+    return f"""set +e
+S={q(status)}
+note() {{ printf '%s\\n' "$@" >> "$S"; }}
+# a fifo nobody writes: `read -t` on it is a sleep that starts no process (which would count)
+mkfifo {tick} && exec 9<>{tick}
+alive() {{
+  local p st
+  for p in {proc_glob}; do
+    [ "${{p##*/}}" = 1 ] && continue
+    st=""; read -r st 2>/dev/null < "$p/stat"; st=${{st##*) }}; st=${{st%% *}}
+    [ -n "$st" ] && [ "$st" != Z ] && return 0
+  done
+  return 1
+}}
+reap() {{
+  kill -9 -1 2>/dev/null
+  local i=0 left
+  while :; do
+    left=( {proc_glob} )
+    [ "${{#left[@]}}" -le 1 ] && break
+    i=$((i+1)); [ "$i" -gt 2000 ] && {{ note "unreaped=${{#left[@]}}"; break; }}
+    wait 2>/dev/null
+  done
+}}
+wind_up() {{
+  trap '' USR1
+  reap
+  {q(python)} -I -S -c {q(_COPY_OUT)} "$S" {q(scratch or '')} {int(max_file_bytes)} {int(max_total_bytes)} {q(chr(10).join(map(str, results)))} {pairs}
+  {bulk}
+}}
+trap 'note stopped=1; wind_up; exit 137' USR1
+# Only the grading itself can signal this init (the host sends USR1 alone): noted as tampering,
+# and the grader is waited for all the same. Caught, not ignored, so the grader gets defaults.
+for s in INT TERM HUP QUIT USR2 ALRM; do trap "note signalled=$s" "$s"; done
+note "grader_start=$EPOCHREALTIME"
+( exec 9>&-{close_ctl}; {command} ) &
+g=$!
+wait "$g"
+rc=$?
+while kill -0 "$g" 2>/dev/null; do wait "$g"; rc=$?; done
+note "grader_end=$EPOCHREALTIME" "grader_rc=$rc"
+i=0
+while alive && [ "$i" -lt {max(1, int(stray_grace / 0.05))} ]; do i=$((i+1)); read -r -t 0.05 -u 9 _; done
+strays=()
+for p in {proc_glob}; do
+  n=${{p##*/}}
+  [ "$n" = 1 ] && continue
+  st=""; c="?"
+  read -r st 2>/dev/null < "$p/stat"; st=${{st##*) }}; st=${{st%% *}}
+  [ -z "$st" ] || [ "$st" = Z ] && continue
+  read -r c 2>/dev/null < "$p/comm"
+  strays+=("$n:${{c//[^A-Za-z0-9._-]/_}}")
+done
+[ "${{#strays[@]}}" -gt 0 ] && note "strays=${{strays[*]:0:20}}"
+wind_up
+{follow_lines}exit "$rc"
+"""
+
+
+def _follow_lines(follow: Path, python: str, bulk_bytes: tuple[int, int], close_ctl: str) -> str:
+    f = q(follow)
+    return f"""trap 'note stopped=1; reap; exit 137' USR1
+printf 'graded %s\\n' "$rc" >&"${CTL_WRITE}"
+while read -r -u "${CTL_READ}" cmd && [ "$cmd" = run ]; do
+  S={f}/status
+  : > "$S"
+  note "grader_start=$EPOCHREALTIME"
+  ( exec 9>&-{close_ctl}; exec /bin/bash {f}/command ) &
+  g=$!
+  wait "$g"
+  r=$?
+  while kill -0 "$g" 2>/dev/null; do wait "$g"; r=$?; done
+  note "grader_end=$EPOCHREALTIME" "grader_rc=$r"
+  reap
+  {q(python)} -I -S -c {q(_COPY_OUT)} "$S" '' {int(bulk_bytes[0])} {int(bulk_bytes[1])} '' @{f}/copy
+  printf 'ran %s\\n' "$r" >&"${CTL_WRITE}"
+done
+"""
+
+
+def read_status(path: Path) -> dict[str, str]:
+    """The notes of supervised_command (last value of each key wins)."""
+    out: dict[str, str] = {}
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return out
+    for line in text.splitlines():
+        k, sep, v = line.partition("=")
+        if sep:
+            out[k] = v
+    return out
