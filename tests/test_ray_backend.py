@@ -272,3 +272,25 @@ def test_a_three_cell_matrix_with_ray_resumes_after_its_driver_is_killed(cluster
     rows = [json.loads(ln) for ln in (out / "summary.jsonl").read_text().splitlines()]
     assert sorted(r["method"] for r in rows) == ["noop", "oracle", "oracle-again"]
     assert [r["reward"] > 0 for r in sorted(rows, key=lambda r: r["method"])] == [False, True, True]
+
+
+def test_a_search_through_ray_ends_as_the_same_search_graded_here(cluster, tasks_root, shared, tmp_path):
+    """The same scripted search, graded on this machine and on the cluster: the same best and
+    population (where a grading ran never changes a result); run.json names the nodes that graded."""
+    from tests.llm_server import ScriptedLLMServer
+    from tests.test_durable import finish, pesflow, run_args, summary
+    from tests.test_loop import kernel_engineer
+
+    runs = {}
+    for where in ("local", "ray"):
+        extra = [] if where == "local" else [
+            "--backend", "ray", "--set", f"evaluator.ray.address={cluster.address}", "--set", "evaluator.ray.ship_code=false",
+            "--set", f"evaluator.ray.node_cache_dir={shared / 'nodes'}"]
+        with ScriptedLLMServer(kernel_engineer) as server:
+            args = run_args(server.openai_base_url, tmp_path / where, shared / "backend", tasks_root)
+            runs[where] = Path(finish(pesflow(*args, *extra, env_extra={"PYTHONPATH": str(REPO)})))
+    assert summary(runs["ray"]) == summary(runs["local"])
+    nodes = json.loads((runs["ray"] / "run.json").read_text())["utilization"]["nodes"]
+    ids = {i[:12] for i in _node_ids(cluster)}
+    assert nodes and set(nodes) <= ids, nodes
+    assert sum(n["gradings"] for n in nodes.values()) >= summary(runs["ray"])["totals"]["evaluations"] > 0, nodes

@@ -91,6 +91,11 @@ class Search:
         u = utilization(time.monotonic() - self.started, self.grader_busy, self.loop.grading_workers, llm, self.queue,
                         self.loop.pipeline_depth)
         u["grader_busy_each"] = self.pool.busy_each() if self.pool is not None else []
+        # a cluster backend's gradings and busy seconds per node (ray): where the gradings ran
+        backend = getattr(self.ev.backend, "inner", self.ev.backend)
+        per_node = getattr(backend, "utilization", None)
+        if callable(per_node):
+            u["nodes"] = per_node()
         return u
 
     def grade(self, files: dict[str, str], *, label: str = "", grader: str | None = None, round_: int = 0) -> Verdict:
