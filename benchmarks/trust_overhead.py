@@ -41,11 +41,14 @@ def main() -> None:
     for ev in evs.values():  # prepared once, outside the figures
         ev.prepare(task)
     rows: dict[bool, list] = {True: [], False: []}
+    phases: list[dict] = []  # where the probes' time went (inside their process), screen on
     for i in range(a.repeats):
         for on in ((True, False) if i % 2 == 0 else (False, True)):
             v = evs[on].evaluate(task, mode=a.mode, grader=a.grader, device=a.device)
-            probe = (v.trust.checks.get("probes") or {}).get("seconds") or 0.0
-            rows[on].append((v.seconds, v.grader_seconds or 0.0, probe, v.speedup, v.trust.suspect))
+            probes = v.trust.checks.get("probes") or {}
+            rows[on].append((v.seconds, v.grader_seconds or 0.0, probes.get("seconds") or 0.0, v.speedup, v.trust.suspect))
+            if on and probes.get("ran"):
+                phases.append({**(probes.get("phases") or {}), "sandbox": probes.get("sandbox")})
     print(f"{a.task} mode={a.mode} grader={a.grader} repeats={a.repeats} (ABAB)")
     med = {on: [statistics.median(r[k] for r in rows[on]) for k in range(3)] for on in rows}
     for on in (False, True):
@@ -53,6 +56,10 @@ def main() -> None:
         speedups = ", ".join(f"{r[3]:.3g}" if r[3] is not None else "-" for r in rows[on])
         print(f"  screen {'on ' if on else 'off'}: wall {wall:.2f} s, grader {grader:.2f} s, probes {probe:.2f} s, "
               f"speedups [{speedups}], suspect {sum(r[4] for r in rows[on])}/{len(rows[on])}")
+    if phases:
+        keys = [k for k in phases[0] if isinstance(phases[0][k], (int, float))]
+        print("  probes inside their process (median s): " + ", ".join(
+            f"{k} {statistics.median(p.get(k) or 0.0 for p in phases):.3f}" for k in keys) + f"; sandbox: {phases[0]['sandbox']}")
     print(f"  on/off: wall {med[True][0] / med[False][0]:.3f}x, grader {med[True][1] / max(med[False][1], 1e-9):.3f}x")
 
 

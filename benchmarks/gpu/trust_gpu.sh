@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # One call on the GPU machine for the trust screen: the GPU cheats of benchmarks/gpu/trust_gpu.py
-# on the benchmark's own packages (JOB=cheats), or `pesflow tasks check` with the screen on over
-# the GPU packages NAMES lists (JOB=check), until the deadline. Carried in: .whl/ (pydantic for
-# the machine's python) and .bench/faibench-git.tgz (the benchmark checkout's .git at the pinned
-# commit, its origin the official URL: checked out there, the packages read as official).
-#   OUT=... JOB=cheats|check BUDGET_S=540 [SHARDS=3] [NAMES=file] bash benchmarks/gpu/trust_gpu.sh
+# on the benchmark's own packages (JOB=cheats), `pesflow tasks check` with the screen on over
+# the GPU packages NAMES lists (JOB=check; SHARDS=1 measures each row alone on the GPU), both, or
+# the screen's cost on one GPU package (JOB=overhead, TASK=...), until the deadline. Carried in:
+# .whl/ (pydantic for the machine's python) and .bench/faibench-git.tgz (the benchmark checkout's
+# .git at the pinned commit, its origin the official URL: checked out there, the packages read as official).
+#   OUT=... JOB=cheats|check|both|overhead BUDGET_S=540 [SHARDS=3] [NAMES=file] [TASK=bench/dir] bash benchmarks/gpu/trust_gpu.sh
 set -u
 OUT="${OUT:?set OUT}"
 DEADLINE=$(( $(date +%s) + ${BUDGET_S:-540} ))
@@ -15,6 +16,12 @@ export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1
 mkdir -p /tmp/bench && tar xzf .bench/faibench-git.tgz -C /tmp/bench && git -C /tmp/bench reset -q --hard HEAD 2> "$OUT/checkout.txt"; ls /tmp/bench/tasks/kfc | wc -l >> "$OUT/checkout.txt"
 nvidia-smi -L > "$OUT/machine.txt" 2>&1
 SET=(--set evaluator.local.install_steps=skip)
+rm -rf /tmp/check-*  # a machine still warm from an earlier call keeps its folders: never merged into this call's rows
+if [ "${JOB:-cheats}" = overhead ]; then  # screen on and off ABAB, alone on the GPU
+  timeout "$(( $(left) - 10 ))" python3 benchmarks/trust_overhead.py --task "${TASK:?set TASK}" --tasks-root /tmp/bench/tasks \
+    --install-steps skip --repeats "${REPEATS:-4}" --cache-dir /tmp/cache-o > "$OUT/overhead.txt" 2>&1
+  grep -v '^pesflow: ' "$OUT/overhead.txt"; exit 0
+fi
 if [ "${JOB:-cheats}" != check ]; then  # cheats, or cheats then check (ROWS: which rows)
   only=(); for r in ${ROWS:-}; do only+=("--only=$r"); done
   timeout "$(( $(left) - 10 ))" python3 benchmarks/gpu/trust_gpu.py --tasks-root /tmp/bench/tasks --out "$OUT/trust-gpu-a.jsonl" \
