@@ -257,3 +257,50 @@ def test_a_function_returned_where_the_baseline_returns_one_is_the_contract_not_
     # the same return where the baseline returns values is still named
     lazy, _ = runtime.read(events, set(), set())
     assert [f.family for f in lazy] == ["lazy_output"]
+
+
+TORCH_HARNESS = """
+import os, sys, time
+sys.path.insert(0, {pkg!r})
+import torch
+import submission.kernel as k
+fn = k.entry
+data = [torch.arange(2000, dtype=torch.float32) % 7 for _ in range(3)]
+for i in range(8):
+    out = fn(data[i % 3])
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("case", ["honest", "identity_cache"])
+def test_the_probes_compare_tensors_where_they_are(tmp_path, case):
+    """Tensor outputs stay tensors (on a GPU, compared there): compared with the baseline's, and a
+    cache by identity still hands back its old answer after an in-place rewrite."""
+    pytest.importorskip("torch")
+    kernel = {"honest": "def entry(x):\n    return x.cumsum(0)\n",
+              "identity_cache": "_m = {}\ndef entry(x):\n    if id(x) not in _m:\n        _m[id(x)] = x.cumsum(0)\n    return _m[id(x)]\n"}[case]
+    events = guarded(tmp_path, kernel, harness=TORCH_HARNESS)
+    (tmp_path / "baseline.py").write_text("import torch\ndef entry(x):\n    return torch.cumsum(x, 0)\n")
+    kfile = str(tmp_path / "repo" / "submission" / "kernel.py")
+    got = _probe_kept(tmp_path, events, {"references": {kfile: [str(tmp_path / "baseline.py")]}})
+    names = {f[0] for f in got["findings"]}
+    assert got["checks"]["compared"] >= 1, got
+    assert names == (set() if case == "honest" else {"output_cached"}), got
+
+
+def test_close_judges_tensors_and_arrays_by_one_rule():
+    torch = pytest.importorskip("torch")
+    import numpy as np
+    sys.path.insert(0, str(INSIDE))
+    try:
+        import pesflow_probe as p
+    finally:
+        sys.path.remove(str(INSIDE))
+    x = torch.linspace(0, 1, 1000)
+    assert p.close(x, x.numpy().copy()) and p.close(x.to(torch.bfloat16), x, loose=True)
+    assert not p.close(x, x + 0.1) and not p.close(x, x[:10]) and not p.close(x, np.zeros(1000))
+    y = x.clone()
+    y[:5] += 1  # 0.5 % of the elements far off: loose only
+    assert p.close(y, x, loose=True) and not p.close(y, x)
+    assert p.close(torch.tensor([1, 2, 3]), [1, 2, 3]) and not p.close(torch.tensor([1, 2, 3]), [1, 2, 4])
+    assert p.numeric(x) and p.numeric([x, np.ones(2)]) and not p.numeric(["a"])
