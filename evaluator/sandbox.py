@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import queue
+import select
 import shlex
 import shutil
 import signal
@@ -144,6 +145,8 @@ def run(script: str, *, network: bool, timeout: float, env: dict[str, str] | Non
         raise SandboxUnavailable(str(e)) from None
     # limits held inside the namespace (rootless: RLIMIT_NPROC counts the namespace's own processes there)
     inner = plan.inner_lines() if plan is not None else ""
+    if followups is not None:
+        inner = _Control.REMAP + inner
     argv = [*iso.unshare(network), "bash", "-c", inner + script]
     if plan is not None:
         argv = plan.wrap(argv)
@@ -292,6 +295,11 @@ class FollowUp:
 class _Control:
     """The two pipes between the host and a supervised init (evaluator/supervise.py)."""
 
+    # First thing in the sandbox's shell: the pipes moved to descriptors bash picks (10 and up,
+    # free), the inherited numbers closed: a script's own `exec 9<>...` must never land on one.
+    REMAP = ('exec {pf_w}>&"$PESFLOW_CTL_W" {pf_r}<&"$PESFLOW_CTL_R" && exec {PESFLOW_CTL_W}>&- {PESFLOW_CTL_R}<&- '
+             '&& PESFLOW_CTL_W=$pf_w PESFLOW_CTL_R=$pf_r || exit 96\n')
+
     def __init__(self):
         from evaluator.supervise import CTL_READ, CTL_WRITE
         self._up_r, self._up_w = os.pipe()  # init -> host
@@ -299,6 +307,7 @@ class _Control:
         self.inner = (self._up_w, self._down_r)
         self._names = (CTL_WRITE, CTL_READ)
         self._lines: "queue.Queue[str]" = queue.Queue()
+        self._stop = threading.Event()
         self._reader = threading.Thread(target=self._read, daemon=True)
 
     def env(self) -> dict[str, str]:
@@ -311,9 +320,22 @@ class _Control:
         self._reader.start()
 
     def _read(self) -> None:
-        with os.fdopen(self._up_r, "rb", buffering=0, closefd=False) as f:
-            for line in iter(f.readline, b""):
-                self._lines.put(line.decode(errors="replace").strip())
+        # This thread alone reads and closes the descriptor: closed under a reader, its number could
+        # be reused by another grading's pipe, and this reader would take that grading's lines.
+        buf = b""
+        try:
+            while not self._stop.is_set():
+                if not select.select([self._up_r], [], [], 0.05)[0]:
+                    continue
+                chunk = os.read(self._up_r, 4096)
+                if not chunk:
+                    break
+                buf += chunk
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    self._lines.put(line.decode(errors="replace").strip())
+        finally:
+            os.close(self._up_r)
 
     def get(self, timeout: float) -> str | None:
         try:
@@ -335,12 +357,11 @@ class _Control:
             except OSError:
                 pass
         self.inner = ()
-        if self._reader.is_alive():
-            self._reader.join(timeout=2)
-        try:
+        self._stop.set()
+        if self._reader.ident is not None:
+            self._reader.join(timeout=2)  # it closes its descriptor as it ends
+        else:  # never started (the sandbox did not start)
             os.close(self._up_r)
-        except OSError:
-            pass
 
 
 def _rc(line: str) -> int:

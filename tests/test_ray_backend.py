@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from agent.rundir import journal
 from evaluator.backends.base import BackendUnavailable
 from evaluator.config import EvaluatorConfig, RayConfig
 from evaluator.evaluation import CandidateSource, Evaluator
@@ -274,23 +275,52 @@ def test_a_three_cell_matrix_with_ray_resumes_after_its_driver_is_killed(cluster
     assert [r["reward"] > 0 for r in sorted(rows, key=lambda r: r["method"])] == [False, True, True]
 
 
-def test_a_search_through_ray_ends_as_the_same_search_graded_here(cluster, tasks_root, shared, tmp_path):
-    """The same scripted search, graded on this machine and on the cluster: the same best and
-    population (where a grading ran never changes a result); run.json names the nodes that graded."""
+
+def test_a_search_through_ray_that_loses_a_node_ends_as_the_same_search_graded_here(cluster, shared, tmp_path):
+    """The same scripted search graded on this machine and on the cluster, a worker node removed
+    while it grades: the grading runs again on the other node, and the search ends with the same
+    best and population (where a grading ran never changes a result); run.json names the nodes."""
     from tests.llm_server import ScriptedLLMServer
     from tests.test_durable import finish, pesflow, run_args, summary
     from tests.test_loop import kernel_engineer
 
-    runs = {}
-    for where in ("local", "ray"):
-        extra = [] if where == "local" else [
-            "--backend", "ray", "--set", f"evaluator.ray.address={cluster.address}", "--set", "evaluator.ray.ship_code=false",
-            "--set", f"evaluator.ray.node_cache_dir={shared / 'nodes'}"]
-        with ScriptedLLMServer(kernel_engineer) as server:
-            args = run_args(server.openai_base_url, tmp_path / where, shared / "backend", tasks_root)
-            runs[where] = Path(finish(pesflow(*args, *extra, env_extra={"PYTHONPATH": str(REPO)})))
-    assert summary(runs["ray"]) == summary(runs["local"])
-    nodes = json.loads((runs["ray"] / "run.json").read_text())["utilization"]["nodes"]
-    ids = {i[:12] for i in _node_ids(cluster)}
-    assert nodes and set(nodes) <= ids, nodes
-    assert sum(n["gradings"] for n in nodes.values()) >= summary(runs["ray"])["totals"]["evaluations"] > 0, nodes
+    root = tmp_path / "tasks"
+    pkg = toy_tasks_root(root)
+    for test in (pkg / "tests/test.sh", pkg / "environment/loop/private/dev_tests/test.sh"):  # both graders sleep
+        lines = test.read_text().splitlines(keepends=True)
+        at = next(i for i, ln in enumerate(lines) if ln.startswith("LOG="))
+        test.write_text("".join([*lines[: at + 1], RECORD, *lines[at + 1 :]]))
+
+    def slow_closed_form(req):  # the first unrolled loop, graded slowly enough to lose its node meanwhile
+        reply = kernel_engineer(req)
+        if "while i + 1 < n" in reply.text and ">>>>>>> REPLACE" in reply.text:
+            reply.text = reply.text.replace(">>>>>>> REPLACE", f"# pesflow-test-sleep: {SLOW_MARK}\n>>>>>>> REPLACE")
+        return reply
+
+    ray_args = ["--backend", "ray", "--set", f"evaluator.ray.address={cluster.address}", "--set", "evaluator.ray.ship_code=false",
+                "--set", f"evaluator.ray.node_cache_dir={shared / 'nodes'}"]
+    env = {"PYTHONPATH": str(REPO)}
+    with ScriptedLLMServer(slow_closed_form) as server:
+        local = Path(finish(pesflow(*run_args(server.openai_base_url, tmp_path / "local", shared / "backend", root), env_extra=env)))
+    with ScriptedLLMServer(slow_closed_form) as server:
+        p = pesflow(*run_args(server.openai_base_url, tmp_path / "ray", shared / "backend", root), *ray_args, env_extra=env)
+        deadline = time.monotonic() + 180
+        while not (_sleepers() and _running(shared)) and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        running = _running(shared)
+        assert _sleepers() and len(running) == 1, "the slow grading never started"
+        ids = {n.node_id: n for n in (cluster.cpu, cluster.gpu)}
+        lost = next(i for i in ids if i.startswith(next(iter(running.values()))))
+        cluster.c.remove_node(ids[lost])
+        on_ray = Path(finish(p))
+    replacement = cluster.c.add_node(num_cpus=2, num_gpus=2 if ids[lost] is cluster.gpu else 0, object_store_memory=80 << 20)
+    if ids[lost] is cluster.gpu:
+        cluster.gpu = replacement
+    else:
+        cluster.cpu = replacement
+    assert summary(on_ray) == summary(local)
+    nodes = json.loads((on_ray / "run.json").read_text())["utilization"]["nodes"]
+    assert nodes and lost[:12] in nodes and len(nodes) == 2, nodes  # both graded: the lost one first
+    retried = [e for e in journal.read(on_ray / "journal.jsonl") if e["kind"] == "verdict"
+               and "graded again on another, an infra retry" in e["data"]["verdict"]["message"]]
+    assert len(retried) == 1, retried

@@ -76,3 +76,35 @@ def test_without_follow_ups_the_init_ends_with_the_grader(tmp_path):
     plain = supervise.supervised_command("exit 2", proc=tmp_path / "p", status=tmp_path / "s2", python=sys.executable,
                                          copy_out=[], max_file_bytes=1, max_total_bytes=1)
     assert sandbox.run(plain, network=False, timeout=60).returncode == 2
+
+
+
+CHILD = """
+import os, sys
+from pathlib import Path
+sys.path.insert(0, {repo!r})
+held = []
+while True:  # every free descriptor below 8 taken: the pipe to the host gets 8 and 9
+    fd = os.open("/dev/null", os.O_RDONLY)
+    if fd >= 8:
+        os.close(fd)
+        break
+    held.append(fd)
+from evaluator import sandbox
+from tests.test_sandbox_followups import _script
+said = []
+res = sandbox.run(_script(Path({d!r}), "exit 0"), network=False, timeout=20,
+                  followups=lambda phase, more: said.append(phase.returncode))
+print(said, res.killed)
+"""
+
+
+def test_the_pipes_hold_where_the_script_takes_descriptor_9(tmp_path):
+    """The init's own `exec 9<>fifo` never lands on a pipe to the host, whatever numbers they got
+    (in a child whose next free descriptors are 8 and 9: the init's pipe to the host is 9)."""
+    import subprocess
+
+    from tests.conftest import REPO
+    r = subprocess.run([sys.executable, "-c", CHILD.format(repo=str(REPO), d=str(tmp_path))], capture_output=True, text=True,
+                       timeout=60, cwd=REPO)
+    assert r.returncode == 0 and r.stdout.split() == ["[0]", "None"], (r.stdout, r.stderr[-2000:])
