@@ -6,6 +6,8 @@
 # .whl/ (pydantic for the machine's python) and .bench/faibench-git.tgz (the benchmark checkout's
 # .git at the pinned commit, its origin the official URL: checked out there, the packages read as official).
 #   OUT=... JOB=cheats|check|both|overhead BUDGET_S=540 [SHARDS=3] [NAMES=file] [TASK=bench/dir] bash benchmarks/gpu/trust_gpu.sh
+# What is left is listed beside the last results: results-h200/2026-12-02-trust/next-unchecked.txt
+# (packages not checked yet: NAMES=) and next-alone.txt (anchor_differs rows to measure alone: SHARDS=1).
 set -u
 OUT="${OUT:?set OUT}"
 DEADLINE=$(( $(date +%s) + ${BUDGET_S:-540} ))
