@@ -37,6 +37,10 @@ from evaluator.isolation import Isolation
 from evaluator.limits import OUTPUT_LIMIT, LimitError, Limits, Plan
 
 POLL_SEC = 0.1  # how often the limits are looked at while a grading runs
+# The follow-ups' pipes (evaluator/supervise.py): their descriptors' numbers, in the init's
+# environment only (a grader's child closes both, and `env -i` starts the grader with none).
+CTL_WRITE = "PESFLOW_CTL_W"  # init -> host: "graded RC", "ran RC"
+CTL_READ = "PESFLOW_CTL_R"  # host -> init: "run" (the folder's `command`, then its `copy` list), or "end"
 _live: dict[int, subprocess.Popen] = {}  # process group -> the sandbox's unshare
 _live_lock = threading.Lock()
 _stopping = threading.Event()
@@ -301,7 +305,6 @@ class _Control:
              '&& PESFLOW_CTL_W=$pf_w PESFLOW_CTL_R=$pf_r || exit 96\n')
 
     def __init__(self):
-        from evaluator.supervise import CTL_READ, CTL_WRITE
         self._up_r, self._up_w = os.pipe()  # init -> host
         self._down_r, self._down_w = os.pipe()  # host -> init
         self.inner = (self._up_w, self._down_r)

@@ -9,12 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evaluator.sandbox import q
-
-# The pipes of the follow-ups: their descriptors' numbers, in the init's environment only
-# (a grader's child closes both, and `env -i` starts the grader with none of them).
-CTL_WRITE = "PESFLOW_CTL_W"  # init -> host: "graded RC", "ran RC"
-CTL_READ = "PESFLOW_CTL_R"  # host -> init: "run" (the folder's `command`, then its `copy` list), or "end"
+from evaluator.sandbox import CTL_READ, CTL_WRITE, q
 
 
 # Run by the namespace's init after every other process of the grading is dead (nothing can
