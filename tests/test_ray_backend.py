@@ -32,6 +32,7 @@ from evaluator.config import EvaluatorConfig, RayConfig
 from evaluator.evaluation import CandidateSource, Evaluator
 from evaluator.verdict import Status
 from tests.conftest import REPO, needs_root, toy_tasks_root
+from tests.test_docker_backend import engine_url  # noqa: F401 (fixture)
 
 ray = pytest.importorskip("ray")
 pytestmark = needs_root
@@ -275,6 +276,28 @@ def test_a_three_cell_matrix_with_ray_resumes_after_its_driver_is_killed(cluster
     assert [r["reward"] > 0 for r in sorted(rows, key=lambda r: r["method"])] == [False, True, True]
 
 
+
+
+def test_a_docker_node_backend_grades_as_the_local_one(cluster, tasks_root, shared, tmp_path, engine_url):
+    """evaluator.ray.node_backend=docker: each node grades in the container engine (podman here)."""
+    from evaluator.config import DockerConfig
+
+    cfg = EvaluatorConfig(backend="ray", ray=RayConfig(address=cluster.address, node_backend="docker", ship_code=False,
+                                                       node_cache_dir=str(shared / "nodes-docker")),
+                          docker=DockerConfig(base_url=engine_url, cache_dir=str(shared / "docker")))
+    ev = Evaluator(cfg, tasks_roots=[tasks_root], log_root=tmp_path / "logs")
+    local_cfg = EvaluatorConfig()
+    local_cfg.local.cache_dir = str(shared / "backend")
+    local = Evaluator(local_cfg, tasks_roots=[tasks_root], log_root=tmp_path / "local")
+    for mode in ("oracle", "negative"):
+        got = ev.evaluate("kfc/toy-sum", mode=mode, grader="hidden")
+        want = local.evaluate("kfc/toy-sum", mode=mode, grader="hidden")
+        assert (got.status, got.correct, got.speedup, got.hard_fail_reasons) == \
+            (want.status, want.correct, want.speedup, want.hard_fail_reasons), got.message
+        assert got.backend == "ray" and got.environment["node"]["node"] in _node_ids(cluster)
+        assert json.loads((Path(got.log_dir) / "limits.json").read_text())["container"].startswith("pesflow-")  # graded in one
+    ev.close()
+    local.close()
 
 def test_a_search_through_ray_that_loses_a_node_ends_as_the_same_search_graded_here(cluster, shared, tmp_path):
     """The same scripted search graded on this machine and on the cluster, a worker node removed
