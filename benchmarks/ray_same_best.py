@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -28,24 +27,14 @@ sys.path.insert(0, str(REPO))
 
 from evaluator.task import load_task  # noqa: E402
 from tests.adversarial.reward_hacking.corpus import reference_files  # noqa: E402
-from tests.llm_server import Reply, Request, ScriptedLLMServer  # noqa: E402
+from tests.llm_server import ScriptedLLMServer, scripted_search  # noqa: E402
 
 KEYS = {"OPENAI_API_KEY": "sk-test-0123456789abcdefghij"}
 
 
 def engineer(rel: str, right: str):
     broken = right.rstrip("\n") + "\n\nraise ImportError('broken on purpose')\n"
-
-    def respond(req: Request) -> Reply:
-        user = req.messages[-1]["content"]
-        if "You are the summarizer" in user:
-            ids = re.findall(r"^## (r\d\d-c\d+):", user, re.M)
-            return Reply(text=json.dumps({"children": {i: f"lesson on {i}" for i in ids}, "memory": ["keep it exact"]}))
-        if "You are the planner" in user:
-            return Reply(text="Make it faster.")
-        child = int(re.search(r"You are executor (\d+) of", user).group(1))
-        return Reply(text=f"{rel}\n```python\n{right if child == 1 else broken}```\n")
-    return respond
+    return scripted_search(lambda n, _: f"{rel}\n```python\n{right if n == 1 else broken}```\n")
 
 
 def search(args: argparse.Namespace, out: Path, cache: Path, extra: list[str], respond) -> Path:

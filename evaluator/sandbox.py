@@ -119,13 +119,14 @@ class BoundedSink:
         if mark >= self.total:
             return ""
         if mark < len(self.head):
-            mid = f"\n[... {self.dropped} bytes of output dropped ...]\n".encode() if self.dropped else b""
-            return (bytes(self.head[mark:]) + mid + bytes(self.tail)).decode(errors="replace")
+            return (bytes(self.head[mark:]) + self._gap() + bytes(self.tail)).decode(errors="replace")
         return bytes(self.tail[-(self.total - mark):]).decode(errors="replace")
 
     def text(self) -> str:
-        mid = f"\n[... {self.dropped} bytes of output dropped ...]\n" if self.dropped else ""
-        return (bytes(self.head) + mid.encode() + bytes(self.tail)).decode(errors="replace")
+        return (bytes(self.head) + self._gap() + bytes(self.tail)).decode(errors="replace")
+
+    def _gap(self) -> bytes:
+        return f"\n[... {self.dropped} bytes of output dropped ...]\n".encode() if self.dropped else b""
 
 
 def run(script: str, *, network: bool, timeout: float, env: dict[str, str] | None = None, max_output: int = 1 << 20,
@@ -301,20 +302,19 @@ class _Control:
 
     # First thing in the sandbox's shell: the pipes moved to descriptors bash picks (10 and up,
     # free), the inherited numbers closed: a script's own `exec 9<>...` must never land on one.
-    REMAP = ('exec {pf_w}>&"$PESFLOW_CTL_W" {pf_r}<&"$PESFLOW_CTL_R" && exec {PESFLOW_CTL_W}>&- {PESFLOW_CTL_R}<&- '
-             '&& PESFLOW_CTL_W=$pf_w PESFLOW_CTL_R=$pf_r || exit 96\n')
+    REMAP = (f'exec {{pf_w}}>&"${CTL_WRITE}" {{pf_r}}<&"${CTL_READ}" && exec {{{CTL_WRITE}}}>&- {{{CTL_READ}}}<&- '
+             f'&& {CTL_WRITE}=$pf_w {CTL_READ}=$pf_r || exit 96\n')
 
     def __init__(self):
         self._up_r, self._up_w = os.pipe()  # init -> host
         self._down_r, self._down_w = os.pipe()  # host -> init
         self.inner = (self._up_w, self._down_r)
-        self._names = (CTL_WRITE, CTL_READ)
         self._lines: "queue.Queue[str]" = queue.Queue()
         self._stop = threading.Event()
         self._reader = threading.Thread(target=self._read, daemon=True)
 
     def env(self) -> dict[str, str]:
-        return {self._names[0]: str(self._up_w), self._names[1]: str(self._down_r)}
+        return {CTL_WRITE: str(self._up_w), CTL_READ: str(self._down_r)}
 
     def started(self) -> None:
         for fd in self.inner:  # the child holds them now: the host's copies would keep the pipes open

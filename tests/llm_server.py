@@ -356,6 +356,21 @@ class ScriptedLLMServer:
 _distinct = itertools.count()
 
 
+def scripted_search(executor: Callable[[int, str], str], plan: str = "Make it faster.",
+                    memory: tuple[str, ...] = ("keep it exact",)) -> Callable[[Request], Reply]:
+    """A model for a whole search: a fixed plan, a lesson per child, and `executor(n, prompt)`'s
+    answer for executor n (1-based)."""
+    def respond(req: Request) -> Reply:
+        user = req.messages[-1]["content"]
+        if "You are the summarizer" in user:
+            ids = re.findall(r"^## (r\d\d-c\d+):", user, re.M)
+            return Reply(text=json.dumps({"children": {i: f"lesson on {i}" for i in ids}, "memory": list(memory)}))
+        if "You are the planner" in user:
+            return Reply(text=plan)
+        return Reply(text=executor(int(re.search(r"You are executor (\d+) of", user).group(1)), user))
+    return respond
+
+
 def distinct_children(req: Request) -> Reply:
     """A model for measuring throughput: every executor answers with its parent's first file plus
     one comment line naming the call, so that every candidate is new code and is graded; plans

@@ -235,12 +235,17 @@ def test_a_node_lost_mid_grading_is_graded_again_on_the_other(cluster, tasks_roo
     v = out[0]
     assert v.status == Status.ok and v.environment["node"]["node"] != lost and v.environment["node"]["attempts"] == 2
     assert "graded again on another, an infra retry" in v.message
-    replacement = cluster.c.add_node(num_cpus=2, num_gpus=2 if ids[lost] is cluster.gpu else 0, object_store_memory=80 << 20)
-    if ids[lost] is cluster.gpu:
+    _replace(cluster, ids[lost])
+    ev.close()
+
+
+def _replace(cluster: Box, lost) -> None:  # noqa: ANN001
+    """A node like the removed one, so the module's later tests find the cluster as it was."""
+    replacement = cluster.c.add_node(num_cpus=2, num_gpus=2 if lost is cluster.gpu else 0, object_store_memory=80 << 20)
+    if lost is cluster.gpu:
         cluster.gpu = replacement
     else:
         cluster.cpu = replacement
-    ev.close()
 
 
 def test_a_three_cell_matrix_with_ray_resumes_after_its_driver_is_killed(cluster, tasks_root, shared, tmp_path):
@@ -336,11 +341,7 @@ def test_a_search_through_ray_that_loses_a_node_ends_as_the_same_search_graded_h
         lost = next(i for i in ids if i.startswith(next(iter(running.values()))))
         cluster.c.remove_node(ids[lost])
         on_ray = Path(finish(p))
-    replacement = cluster.c.add_node(num_cpus=2, num_gpus=2 if ids[lost] is cluster.gpu else 0, object_store_memory=80 << 20)
-    if ids[lost] is cluster.gpu:
-        cluster.gpu = replacement
-    else:
-        cluster.cpu = replacement
+    _replace(cluster, ids[lost])
     assert summary(on_ray) == summary(local)
     nodes = json.loads((on_ray / "run.json").read_text())["utilization"]["nodes"]
     assert nodes and lost[:12] in nodes and len(nodes) == 2, nodes  # both graded: the lost one first

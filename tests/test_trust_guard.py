@@ -169,29 +169,8 @@ PROBE_CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(PROBE_CASES))
-def test_the_probes_call_the_kept_inputs_again(tmp_path, case):
-    kernel, family = PROBE_CASES[case]
-    events = guarded(tmp_path, kernel)
-    recs = runtime.records(events, socket_used=False)
-    assert recs
-    files = []
-    for i, r in enumerate(recs[:2]):
-        blob = Path(r["path"]).read_bytes()[r["offset"]:r["offset"] + r["size"]]
-        (tmp_path / f"input-{i}.pkl").write_bytes(blob)
-        files.append({**{k: r.get(k) for k in ("sha256", "fn", "module", "file", "n", "argv", "cwd", "sys_path")},
-                      "name": f"input-{i}.pkl"})
-    (tmp_path / "config.json").write_text(json.dumps({"probe": {"records": files, "references": {}, "budget_sec": 20, "full": True}}))
-    env = {**os.environ, "PESFLOW_TRUST_TEST_CONFIG": str(tmp_path / "config.json"), "PESFLOW_TRUST_TEST_OUT": str(tmp_path / "probe.json"),
-           "PYTHONPATH": str(INSIDE)}
-    subprocess.run([sys.executable, str(INSIDE / "pesflow_probe.py")], env=env, check=True, timeout=120, capture_output=True)
-    got = json.loads((tmp_path / "probe.json").read_text())
-    names = {f[0] for f in got["findings"]}
-    assert got["checks"]["calls"] >= 1
-    assert names == set() if family is None else family in names, got
-
-
 def _probe_kept(tmp_path: Path, events: list[dict], extra: dict) -> dict:
+    """pesflow_probe run on the first two inputs the guard kept (config: the quick probes, `extra` over it)."""
     recs = runtime.records(events, socket_used=False)
     files = []
     for i, r in enumerate(recs[:2]):
@@ -205,6 +184,17 @@ def _probe_kept(tmp_path: Path, events: list[dict], extra: dict) -> dict:
            "PYTHONPATH": str(INSIDE)}
     subprocess.run([sys.executable, str(INSIDE / "pesflow_probe.py")], env=env, check=True, timeout=120, capture_output=True)
     return json.loads((tmp_path / "probe.json").read_text())
+
+
+@pytest.mark.parametrize("case", sorted(PROBE_CASES))
+def test_the_probes_call_the_kept_inputs_again(tmp_path, case):
+    kernel, family = PROBE_CASES[case]
+    events = guarded(tmp_path, kernel)
+    assert runtime.records(events, socket_used=False)
+    got = _probe_kept(tmp_path, events, {"full": True})
+    names = {f[0] for f in got["findings"]}
+    assert got["checks"]["calls"] >= 1
+    assert names == set() if family is None else family in names, got
 
 
 @pytest.mark.parametrize("restored", [True, False])

@@ -193,6 +193,10 @@ class LocalBackend:
         command, results = command_for(request, prepared)
         # the trust probes, once the grader is over, as fresh processes in this same sandbox
         follow = run_dir / "follow" if trust and request.then is not None else None
+
+        def chroot(cmd: str) -> str:  # the grader's command line, and each follow-up's
+            return sandbox.chroot_command(run_dir / "root", env, meta["workdir"], cmd, ["/bin/bash", "-c"],
+                                          caps=sandbox.GRADER_CAPS)
         # Everything the grader writes lives on the scratch: copied out before it goes.
         copy = [(scratch / "upper/logs", run_dir / "out/logs")]
         copy += [(scratch / "upper" / r.lstrip("/"), run_dir / "out" / r.lstrip("/")) for r in results if not r.startswith("/logs/")]
@@ -204,8 +208,7 @@ class LocalBackend:
             + iso.hostname_line("pesflow", self.stand_in().python)
             + f"echo {READY}\n"
             + supervise.supervised_command(
-                sandbox.chroot_command(run_dir / "root", env, meta["workdir"], command, ["/bin/bash", "-c"],
-                                       caps=sandbox.GRADER_CAPS),
+                chroot(command),
                 proc=run_dir / "root/proc", status=run_dir / "status", python=self.stand_in().python, copy_out=copy,
                 max_file_bytes=self.config.max_log_bytes, max_total_bytes=16 * self.config.max_log_bytes,
                 scratch=scratch if scratch_mb else None, results=[scratch / "upper" / r.lstrip("/") for r in results],
@@ -218,22 +221,21 @@ class LocalBackend:
             trust_events = self._trust_collect(events, run_dir, request) if events else []
             return self._conclude(res, run_dir, request, prepared, limits, scratch_mb, plan, iso, results, trust_events)
 
-        def followups(phase: sandbox.SandboxResult, more: sandbox.FollowUp) -> None:
+        def followups(phase: sandbox.SandboxResult, more: sandbox.FollowUp) -> None:  # only where `follow` is set
             concluded.append(conclude(phase))
-            if request.then is not None and follow is not None and not concluded[0].infra_error:
-                chroot = lambda cmd: sandbox.chroot_command(run_dir / "root", env, meta["workdir"], cmd,  # noqa: E731
-                                                            ["/bin/bash", "-c"], caps=sandbox.GRADER_CAPS)
+            if not concluded[0].infra_error:
                 request.then(concluded[0], LiveProber(more, run_dir, follow, scratch / "trust-out", chroot, request))
 
         try:
             res = sandbox.run(body, network=False, timeout=request.timeout, max_output=self.config.max_log_bytes,
                               limits=limits, watch=_scratch_watch(scratch, scratch_mb), grace=STOP_GRACE_SEC,
                               max_output_total=self.config.max_output_mb << 20, followups=followups if follow else None)
-        except sandbox.SandboxUnavailable as e:
-            raise InfraError(str(e)) from None
-        finally:
-            if events is not None and not concluded:
-                events.close()
+        except BaseException as e:
+            if events is not None:
+                events.close()  # the socket's thread ends with the grading, whatever stopped it
+            if isinstance(e, sandbox.SandboxUnavailable):
+                raise InfraError(str(e)) from None
+            raise
         return concluded[0] if concluded else conclude(res)
 
     def _conclude(self, res: sandbox.SandboxResult, run_dir: Path, request: GradeRequest, prepared: Prepared,
