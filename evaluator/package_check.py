@@ -69,6 +69,17 @@ class PackageCheck(BaseModel):
     seconds: float = 0.0
 
 
+class GradingRecord(BaseModel):
+    """One finished grading of a check, kept in `gradings.jsonl` as soon as it ends: a row longer
+    than one sitting (a 10-minute device call) is then finished over several, each grading once."""
+    key: str  # the package's check key: a changed package or rule grades again
+    result: ModeResult
+    environment: dict[str, Any] | None = None
+
+    def slot(self) -> tuple[str, str, str, str | None]:
+        return self.key, self.result.grader, self.result.mode, self.result.artifact
+
+
 def first_error(v: Verdict) -> str:
     """The first error the grader's output or logs show (a traceback's exception line, not its
     header), or the verdict's message."""
@@ -113,8 +124,12 @@ def _result(v: Verdict, grader: str, mode: str, artifact: str | None) -> ModeRes
                       suspect=v.trust.suspect if v.trust.checks.get("screened") else None, trust_reasons=v.trust.reasons[:4])
 
 
-def check_package(ev, task: Task, graders: tuple[str, ...] = ("hidden",), device: str | None = None) -> PackageCheck:  # noqa: ANN001 - an Evaluator
-    """Grade the package's modes and classify it (see the module's docstring)."""
+def check_package(ev, task: Task, graders: tuple[str, ...] = ("hidden",), device: str | None = None,  # noqa: ANN001 - an Evaluator
+                  kept: dict[tuple, GradingRecord] | None = None,
+                  keep: Callable[[GradingRecord], None] = lambda r: None) -> PackageCheck:
+    """Grade the package's modes and classify it (see the module's docstring). A grading `kept`
+    holds for this package's key is reused, not graded again; each new one is passed to `keep`."""
+    kept = kept or {}
     t0 = time.monotonic()
     base = dict(task=task.name, key=check_key(task, graders), gpus=task.gpus, reward_class=task.reward_class,
                 anchor=task.anchor.value, official=task.source.official)
@@ -132,10 +147,15 @@ def check_package(ev, task: Task, graders: tuple[str, ...] = ("hidden",), device
         if grader == "hidden" and not artifacts(task, "negative") and self_dispatched(task, "negative"):
             plan.append(("negative", None))
         for mode, art in plan:
-            v = ev.evaluate(task, mode=mode, grader=grader, device=device, artifact=art)
-            environment = environment or v.environment
-            results.append(_result(v, grader, mode, str(art.relative_to(task.root)) if art else None))
-            if v.status == Status.infra_error and mode == "noop":
+            name = str(art.relative_to(task.root)) if art else None
+            record = kept.get((base["key"], grader, mode, name))
+            if record is None:
+                v = ev.evaluate(task, mode=mode, grader=grader, device=device, artifact=art)
+                record = GradingRecord(key=base["key"], result=_result(v, grader, mode, name), environment=v.environment)
+                keep(record)
+            environment = environment or record.environment
+            results.append(record.result)
+            if record.result.status == Status.infra_error.value and mode == "noop":
                 break  # preparing failed: every mode would fail the same way
     klass, evidence, ratio = classify(task, results, environment)
     return PackageCheck(**base, klass=klass, evidence=evidence, oracle_over_anchor=ratio, environment=environment,
@@ -203,9 +223,15 @@ def _code_fails(r: ModeResult) -> list[str]:
 def run_checks(ev, tasks: list[Task], graders: tuple[str, ...], out: Path, device: str | None = None,  # noqa: ANN001
                on_done: Callable[[PackageCheck, bool], None] = lambda c, reused: None) -> list[PackageCheck]:
     """Check each package, reusing what `out/results.jsonl` already holds for the same content
-    (a check that was stopped continues where it was); writes tasks-check.md and .json."""
+    (a check that was stopped continues where it was, down to its finished gradings in
+    `out/gradings.jsonl`); writes tasks-check.md and .json."""
     out.mkdir(parents=True, exist_ok=True)
     done = load_results(out / "results.jsonl")
+    kept = load_gradings(out / "gradings.jsonl")
+
+    def keep(record: GradingRecord) -> None:
+        with open(out / "gradings.jsonl", "a") as f:
+            f.write(record.model_dump_json() + "\n")
     checks = []
     for task in tasks:
         key = check_key(task, graders)
@@ -213,7 +239,7 @@ def run_checks(ev, tasks: list[Task], graders: tuple[str, ...], out: Path, devic
             checks.append(done[key])
             on_done(done[key], True)
             continue
-        c = check_package(ev, task, graders, device)
+        c = check_package(ev, task, graders, device, kept=kept, keep=keep)
         with open(out / "results.jsonl", "a") as f:
             f.write(c.model_dump_json() + "\n")
         checks.append(c)
@@ -232,6 +258,18 @@ def load_results(path: Path) -> dict[str, PackageCheck]:
             except ValueError:
                 continue  # a line torn by a kill
             found[c.key] = c
+    return found
+
+
+def load_gradings(path: Path) -> dict[tuple, GradingRecord]:
+    found: dict[tuple, GradingRecord] = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            try:
+                r = GradingRecord.model_validate_json(line)
+            except ValueError:
+                continue  # a line torn by a kill
+            found[r.slot()] = r
     return found
 
 

@@ -63,9 +63,21 @@ def test_each_package_gets_its_class_with_evidence_and_a_stopped_check_resumes(t
     lines = (tmp_path / "out/results.jsonl").read_text().splitlines()
     (tmp_path / "out/results.jsonl").write_text("\n".join(lines[:2]) + "\n{torn line")
     seen.clear()
+    graded = sorted(tmp_path.glob("g/*/*/*"))
+    # ... and its finished gradings too: the last one's record torn, only that one is graded again
+    kept = (tmp_path / "out/gradings.jsonl").read_text().splitlines()
+    assert len(kept) == len(graded)
+    (tmp_path / "out/gradings.jsonl").write_text("\n".join(kept[:-1]) + "\n{torn")
     again = run_checks(ev, tasks, ("hidden",), tmp_path / "out", on_done=lambda c, reused: seen.append((c.task, reused)))
     assert [r for _, r in seen] == [True, True, False, False, False]
     assert [c.klass for c in again] == [c.klass for c in checks]
+    # the kept gradings come back as they were (timings included); only the torn one differs
+    torn = next(i for i, c in enumerate(checks) if c.key == json.loads(kept[-1])["key"])
+    assert [c.results for i, c in enumerate(again) if i != torn] == [c.results for i, c in enumerate(checks) if i != torn]
+    assert again[torn].results[:-1] == checks[torn].results[:-1]
+    assert again[torn].results[-1].seconds != checks[torn].results[-1].seconds
+    regraded = sorted(set(tmp_path.glob("g/*/*/*")) - set(graded))
+    assert len(regraded) == 1 and regraded[0].parent.name == checks[torn].task.split("/")[1], regraded
     ev.close()
 
 

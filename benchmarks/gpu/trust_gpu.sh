@@ -8,6 +8,7 @@
 #   OUT=... JOB=cheats|check|both|overhead BUDGET_S=540 [SHARDS=3] [NAMES=file] [TASK=bench/dir] bash benchmarks/gpu/trust_gpu.sh
 # What is left is listed beside the last results: results-h200/2026-12-02-trust/next-unchecked.txt
 # (packages not checked yet: NAMES=) and next-alone.txt (anchor_differs rows to measure alone: SHARDS=1).
+# A row that needs more than one call: unpack each call's rest.tgz into .bench/resume/ before the next.
 set -u
 OUT="${OUT:?set OUT}"
 DEADLINE=$(( $(date +%s) + ${BUDGET_S:-540} ))
@@ -35,6 +36,9 @@ fi
 mapfile -t names < "$NAMES"
 n=${SHARDS:-3}
 for i in $(seq 0 $((n - 1))); do
+  # a row longer than one call: the finished gradings of earlier calls (their rest.tgz unpacked
+  # into .bench/resume/) are reused, keyed by content, whichever shard graded them
+  mkdir -p "/tmp/check-$i" && cat .bench/resume/check-*/gradings.jsonl > "/tmp/check-$i/gradings.jsonl" 2>/dev/null
   shard=()
   for j in "${!names[@]}"; do [ $((j % n)) = "$i" ] && shard+=("${names[$j]}"); done
   timeout "$(( $(left) - 25 ))" python3 -m agent.cli tasks check "${shard[@]}" --tasks-root /tmp/bench/tasks "${SET[@]}" \
