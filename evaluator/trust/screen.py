@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
 from evaluator.backends.base import GradeRun
@@ -103,13 +103,15 @@ class TrustScreen:
             files[name] = folder / name
             if len(blob) != int(r["size"]):  # cut short on its way out (a copy limit): not the candidate's doing
                 continue
-            entries.append({**{k: r.get(k) for k in ("sha256", "size", "fn", "module", "file", "n", "argv", "cwd", "sys_path")},
+            entries.append({**{k: r.get(k) for k in ("sha256", "size", "fn", "module", "file", "n", "argv", "cwd", "sys_path", "cls")},
                             "name": name})
         if not entries:
             return [], {"ran": False, "why": "the kept inputs did not come back"}
         refs: dict[str, list[str]] = {}
         for e in entries:
-            texts = references.get(e["file"], [])
+            texts = references.get(_scope_key(str(e["file"]), references), [])
+            if e["file"] in refs:
+                continue
             for j, text in enumerate(texts):
                 name = f"reference-{abs(hash(e['file'])) % 10**8}-{j}.py"
                 path = folder / name
@@ -149,6 +151,26 @@ class TrustScreen:
         if got and isinstance(got.get("speedup"), (int, float)) and got["speedup"] > 0:
             return float(got["speedup"])
         return anchor
+
+
+def _scope_key(file: str, references: dict[str, list[str]]) -> str:
+    """The scope file a module was loaded from: its own path, or the one path that ends the same
+    way (the package installs the repository elsewhere: site-packages holds a copy of the scope)."""
+    if file in references:
+        return file
+    parts = PurePosixPath(file).parts
+
+    def common(key: str) -> int:
+        n = 0
+        for a, b in zip(reversed(parts), reversed(PurePosixPath(key).parts)):
+            if a != b:
+                break
+            n += 1
+        return n
+    scored = sorted(((common(k), k) for k in references), reverse=True)
+    if scored and scored[0][0] >= 2 and (len(scored) == 1 or scored[1][0] < scored[0][0]):
+        return scored[0][1]
+    return file
 
 
 def _spread(recs: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:

@@ -239,7 +239,7 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
             pass
     watch(sys.modules["builtins"])
     watch(clock, [k for k in vars(clock) if k in _TIMER_NAMES])
-    for name in ("pesflow_guard", __name__, "pesflow_guard_watch", "pesflow_guard_calls"):
+    for name in ("pesflow_guard", __name__, "pesflow_guard_watch", "pesflow_guard_calls", "pesflow_guard_objects"):
         me = sys.modules.get(name)
         if me is not None:
             watch(me)  # a write to the guard's own modules is named too

@@ -43,6 +43,11 @@ def install(g):
             return "%s.%s" % (mod, t.__qualname__)
         return None
 
+    import weakref  # noqa: PLC0415 - slow to import in every interpreter: only once the guard is on
+    import pesflow_guard_objects  # noqa: PLC0415 - slow to import in every interpreter: only once the guard is on
+    objects = pesflow_guard_objects.install({**g, "kind": kind, "weakref": weakref})
+    instrument_class = objects["instrument_class"]
+
     def wrapper(fn, role_name, module):
         n = [0]
         fid = "%s:%s" % (module.__name__, fn.__name__)
@@ -98,7 +103,12 @@ def install(g):
         class Entry(types.ModuleType):
             def __getattribute__(self, name):
                 v = types.ModuleType.__getattribute__(self, name)
-                if name[:1] == "_" or type(v) is not types.FunctionType:
+                if name[:1] == "_":
+                    return v
+                if type(v) is not types.FunctionType:
+                    if record and role_name == "candidate" and isinstance(v, type) and getattr(v, "__module__", None) == self.__name__ \
+                            and not getattr(local, "busy", False) and role(sys._getframe(1).f_code.co_filename) is None:
+                        instrument_class(v, self)  # the harness takes the candidate's class: its first instance is kept
                     return v
                 w = cache.get(name)
                 if w is not None and w.__wrapped__ is v:
@@ -141,12 +151,16 @@ def install(g):
         began = perf()
         sweep()
         saved = []
-        if records and rec_fh[0] is not None:
+        kept_objects = objects["object_records"]()
+        if (records or kept_objects) and rec_fh[0] is not None:
             import pickle  # slow to import in every interpreter: only once the guard is on
             total = 0
-            for role_name, file, modname, fname, i, a, k in records:
+            rows = [(r, None) for r in records]
+            rows += [(("candidate", getattr(m, "__file__", None), m.__name__, c.__qualname__, len(h["calls"]), h, None), c.__qualname__)
+                     for m, c, h in kept_objects]
+            for (role_name, file, modname, fname, i, a, k), cls in rows:
                 try:
-                    blob = pickle.dumps((a, k), protocol=4)
+                    blob = pickle.dumps((a, k) if cls is None else a, protocol=4)
                 except Exception as e:  # noqa: BLE001 - unpicklable inputs: no probe for this call
                     emit("record_skipped", fn=fname, why=type(e).__name__)
                     continue
@@ -160,7 +174,7 @@ def install(g):
                     break
                 saved.append({"path": rec_fh[0].name, "offset": total, "size": len(blob),
                               "sha256": hashlib.sha256(blob).hexdigest(), "role": role_name, "file": file,
-                              "module": modname, "fn": fname, "n": i})
+                              "module": modname, "fn": fname, "n": i, "cls": cls})
                 total += len(blob)
         emit("end", records=saved, calls_seconds=round(spent[0], 6), exit_seconds=round(perf() - began, 6), argv=list.__getitem__(sys.argv, slice(None)) if isinstance(sys.argv, list) else None,
              cwd=os.getcwd(), sys_path=[p for p in sys.path if isinstance(p, str)], exe=sys.executable)

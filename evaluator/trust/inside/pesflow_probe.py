@@ -17,11 +17,14 @@ import copy
 import hashlib
 import importlib
 import importlib.util
+import io
 import json
 import os
 import pickle
 import sys
 import time
+
+import pesflow_probe_objects as objects
 
 _T0 = time.perf_counter()
 
@@ -244,6 +247,48 @@ def load_module(rec, path=None, suffix=""):
     return mod
 
 
+class _Unpickler(pickle.Unpickler):
+    """Inputs made of the harness's own classes: those of its script (pickled as __main__'s) are
+    found in that script, loaded under another name (its `if __name__ == "__main__"` part not run)."""
+
+    argv = ()
+
+    def find_class(self, module, name):
+        if module == "__main__":
+            main = _harness_main(self.argv)
+            if main is not None and hasattr(main, name):
+                return getattr(main, name)
+        return pickle.Unpickler.find_class(self, module, name)
+
+
+_MAINS = {}
+
+
+def _harness_main(argv):
+    path = argv[0] if argv and isinstance(argv[0], str) and argv[0].endswith(".py") else None
+    if path is None:
+        return None
+    if path not in _MAINS:
+        _MAINS[path] = None
+        try:
+            src = open(path, "rb").read()
+            if b"__main__" in src:  # a script that runs only as a script: safe to load
+                spec = importlib.util.spec_from_file_location("__pesflow_harness_main__", path)
+                mod = importlib.util.module_from_spec(spec)
+                sys.modules[spec.name] = mod
+                spec.loader.exec_module(mod)
+                _MAINS[path] = mod
+        except Exception:  # noqa: BLE001 - it cannot be loaded here: its classes stay unknown
+            pass
+    return _MAINS[path]
+
+
+def loads(blob, argv):
+    u = _Unpickler(io.BytesIO(blob))
+    u.argv = tuple(argv or ())
+    return u.load()
+
+
 def restore(files):
     """The scope files as graded, written back where the grading left them otherwise (a probe
     in the grading's own sandbox): the probes call the code that was graded."""
@@ -286,6 +331,20 @@ def main():
             pass
     mods, refs, matches = {}, {}, []
     late_checked = False
+
+    def reference(rec, key, i):
+        """The i-th reference module of `key` (the baseline first), loaded when first needed:
+        loading a module can build a kernel. None where it cannot be loaded here."""
+        if refs[key][i] is None:
+            t_load = time.perf_counter()
+            try:
+                refs[key][i] = load_module(rec, cfg["references"][key][i], "__pesflow_ref%d" % i)
+            except Exception:  # noqa: BLE001 - never tried again
+                refs[key][i] = False
+            spent[0] += time.perf_counter() - t_load
+        return refs[key][i] or None
+
+    helpers = {"plain": plain, "close": close, "numeric": numeric, "sync": sync}
     for rec in recs:
         if time.monotonic() > deadline:
             checks["skipped"].append("budget")
@@ -304,15 +363,35 @@ def main():
                 mods[key] = load_module(rec)
                 refs[key] = [None] * len(cfg.get("references", {}).get(key, []))  # each loaded when first needed
                 spent[0] += time.perf_counter() - t_load
-            fn = getattr(mods[key], rec["fn"])
-            fn = getattr(fn, "__wrapped__", fn)
-            args, kwargs = pickle.loads(blob)
+            if rec.get("cls"):
+                cls = getattr(mods[key], rec["cls"])
+                loads(blob, rec.get("argv"))  # its inputs can be rebuilt here
+            else:
+                fn = getattr(mods[key], rec["fn"])
+                fn = getattr(fn, "__wrapped__", fn)
+                args, kwargs = loads(blob, rec.get("argv"))
         except Exception as e:  # noqa: BLE001 - an input or module the probe cannot rebuild: not the candidate's fault
             checks["skipped"].append("%s: %s" % (rec["fn"], type(e).__name__))
             continue
         if isinstance(sys.argv, list) and rec.get("argv"):
             list.__setitem__(sys.argv, slice(None), list(rec["argv"]))
         where = "%s (call %s of the process `%s`)" % (rec["fn"], rec["n"], " ".join(map(str, (rec.get("argv") or [])[:3])))
+        if rec.get("cls"):
+            where = "%s (the instance the process `%s` made first, %s calls)" % (
+                rec["cls"], " ".join(map(str, (rec.get("argv") or [])[:3])), rec["n"])
+            bases = (lambda rec=rec, key=key: [c for c in (getattr(reference(rec, key, i), rec["cls"], None)
+                                                            for i in range(len(refs[key]))) if isinstance(c, type)])
+            got, ms, notes = objects.probe(rec, blob, cls, bases, helpers, float(cfg.get("budget_sec", 10)), full, where,
+                                           lambda b: loads(b, rec.get("argv")))
+            findings += got
+            matches += ms
+            checks["calls"] += 1
+            checks["compared"] += len(ms)
+            if notes:
+                checks.setdefault("objects", []).extend(notes)
+            if warm is None:
+                warm = deadline = time.monotonic() + float(cfg.get("budget_sec", 10))
+            continue
         try:
             a0, k0 = copy.deepcopy(args), copy.deepcopy(kwargs)
             out = fn(*a0, **k0)
@@ -349,20 +428,14 @@ def main():
                              "inputs were written (its work runs on a stream that does not wait for the caller's)" % where))
         late_checked = True  # once: a kernel fault it provokes would end the probing
         want = None
-        for i, path in enumerate(cfg.get("references", {}).get(key, [])):
+        for i in range(len(cfg.get("references", {}).get(key, []))):
             # the baseline first; the package's reference only where the baseline gives no answer
             # (a stub): loading a module can build a kernel, so none is loaded before it is needed
             try:
-                if refs[key][i] is None:
-                    t_load = time.perf_counter()
-                    try:
-                        refs[key][i] = load_module(rec, path, "__pesflow_ref%d" % i)
-                    except Exception:  # noqa: BLE001 - it cannot be loaded here: never tried again
-                        refs[key][i] = False
-                    spent[0] += time.perf_counter() - t_load
-                if refs[key][i] is False:
+                ref = reference(rec, key, i)
+                if ref is None:
                     continue
-                want = plain(getattr(refs[key][i], rec["fn"])(*copy.deepcopy(args), **copy.deepcopy(kwargs)))
+                want = plain(getattr(ref, rec["fn"])(*copy.deepcopy(args), **copy.deepcopy(kwargs)))
                 break
             except Exception:  # noqa: BLE001 - a stub baseline (NotImplementedError): the next reference
                 want = None

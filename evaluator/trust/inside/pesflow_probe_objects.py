@@ -1,0 +1,162 @@
+"""The probes for a candidate the harness drives through a class (pesflow_probe.py calls it):
+the instance the runtime guard recorded, built again from its constructor's inputs and its
+method calls replayed in order, on the candidate's class and on the frozen baseline's (or the
+package's reference's) class of the same name, each from the same seeds.
+
+What a step returns is compared in a form both classes share: numbers and arrays by value, an
+object the harness handed in earlier by which call handed it in (a queue's pop answers with one
+of the requests it was given). A replay of the baseline that differs from itself (unseeded
+randomness, a clock) compares nothing. Steps where the baseline answers None say nothing either.
+An instance right on every step that says something is right; one wrong on most of them is
+wrong; in between there is no conclusion (ties a contract lets either way).
+
+With every probe on (an implausible speedup): the replay again on the very same input objects,
+against a replay on copies of them (an output kept by identity is fast only on what it has seen).
+"""
+
+import copy
+import gc
+import random
+import sys
+import time
+
+_OTHER = object()  # a value of no kind both classes share: not compared
+_SCALARS = (type(None), bool, int, float, complex, str, bytes)
+
+
+def seed():
+    """The same seeds before each instance is made: both classes draw the same random numbers."""
+    random.seed(0)
+    np, t = sys.modules.get("numpy"), sys.modules.get("torch")
+    if np is not None:
+        np.random.seed(0)
+    if t is not None:
+        t.manual_seed(0)
+
+
+def canon(v, seen, h, depth=0):
+    if isinstance(v, _SCALARS):
+        return v
+    token = seen.get(id(v))
+    if token is not None:
+        return ("pesflow-input",) + token
+    if h["numeric"](v):
+        return h["plain"](v)
+    if isinstance(v, (list, tuple)) and depth < 4:
+        return [canon(x, seen, h, depth + 1) for x in v]
+    if isinstance(v, dict) and depth < 4:
+        return {str(k): canon(x, seen, h, depth + 1) for k, x in v.items()}
+    return _OTHER
+
+
+def same(a, b, h):
+    """True, False, or None when there is nothing to compare."""
+    if a is _OTHER or b is _OTHER:
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return False
+        got = [same(x, y, h) for x, y in zip(a, b)]
+        return False if False in got else (True if True in got else None)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return same([a[k] for k in sorted(a)], [b[k] for k in sorted(b)], h) if a.keys() == b.keys() else False
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return a == b
+    return bool(h["close"](a, b, True))
+
+
+def replay(cls, blob, h, steps=None, seconds=None, history=None):
+    """The instance made again and its calls replayed: (what each step returned, the seconds of
+    each step, the history replayed). `steps`: at most that many; `seconds`: until then (at least
+    one step). `history`: the inputs of an earlier replay again (the instance made from copies)."""
+    if history is None:
+        history = h["loads"](blob)
+        init_a, init_k = history["init"]
+    else:
+        init_a, init_k = copy.deepcopy(history["init"])  # only the calls' inputs are the same objects
+    seen = {}
+    for j, x in enumerate(init_a):
+        if not isinstance(x, _SCALARS):
+            seen.setdefault(id(x), ("init", j))
+    seed()
+    obj = cls(*init_a, **init_k)
+    outs, spent = [], []  # the seconds in each method, not in the replay's own bookkeeping
+    t_start = time.perf_counter()
+    for i, (name, a, k) in enumerate(history["calls"]):
+        if (steps is not None and i >= steps) or (seconds is not None and i and time.perf_counter() - t_start > seconds):
+            break
+        for j, x in list(enumerate(a)) + list(k.items()):
+            if not isinstance(x, _SCALARS):
+                seen.setdefault(id(x), (i, j))
+        method = getattr(obj, name)
+        t0 = time.perf_counter()
+        out = method(*a, **k)
+        h["sync"]()
+        spent.append(time.perf_counter() - t0)
+        outs.append(canon(out, seen, h))
+    return outs, spent, history
+
+
+def kept_steps(t_same, t_copy):
+    """Steps many times slower on copies of their inputs than on the same objects again (4x: one
+    step of a sequence, measured twice with the collector off, against a whole call's 8x)."""
+    return [i for i, (a, b) in enumerate(zip(t_same, t_copy)) if b > 4 * a and b - a > 1e-4]
+
+
+def timed_pair(cls, blob, h, steps, hist):
+    was = gc.isenabled()
+    gc.disable()  # a collection lands where allocations add up: never inside one replay and not the other
+    try:
+        _, t_same, _ = replay(cls, blob, h, steps=steps, history=hist)  # the same input objects
+        _, t_copy, _ = replay(cls, blob, h, steps=steps)  # copies of them
+    finally:
+        if was:
+            gc.enable()
+    return t_same, t_copy
+
+
+def probe(rec, blob, cand_cls, base_classes, h, budget, full, where, loads):
+    """(findings, matches, notes): matches as pesflow_probe's, one per instance."""
+    findings, matches, notes = [], [], []
+    h = dict(h, loads=loads)
+    base_out, steps = None, None
+    for base_cls in base_classes():
+        try:
+            base_out, _, _ = replay(base_cls, blob, h, seconds=budget / 4)
+            steps = len(base_out)
+            again, _, _ = replay(base_cls, blob, h, steps=min(steps, 512))
+        except Exception:  # noqa: BLE001 - a stub baseline: the next reference
+            base_out = None
+            continue
+        if any(same(x, y, h) is False for x, y in zip(again, base_out)):
+            notes.append("%s: the baseline's replay differs from itself: not compared" % rec["fn"])
+            base_out = None
+        break
+    try:
+        cand_out, t_first, hist = replay(cand_cls, blob, h, steps=steps, seconds=None if steps else budget / 4)
+    except Exception as e:  # noqa: BLE001 - the replay could not be made: no conclusion
+        notes.append("%s: its replay raised %s" % (rec["fn"], type(e).__name__))
+        return findings, matches, notes
+    if base_out is not None:
+        got = [same(c, b, h) for c, b in zip(cand_out, base_out) if b is not None and b is not _OTHER]
+        got = [g for g in got if g is not None]
+        if got:
+            wrong = got.count(False)
+            ok = True if not wrong else (False if wrong * 2 > len(got) else None)
+            if ok is not None:
+                matches.append(("%s (%d steps compared)" % (where, len(got)), tuple(rec.get("argv") or ()), ok))
+    if full and len(cand_out) > 1:
+        try:
+            t_same, t_copy = timed_pair(cand_cls, blob, h, len(cand_out), hist)
+            slow = kept_steps(t_same, t_copy)
+            if slow:  # measured again: the same steps, or it was the machine
+                t_same2, t_copy2 = timed_pair(cand_cls, blob, h, len(cand_out), hist)
+                slow = [i for i in kept_steps(t_same2, t_copy2) if i in slow]
+            notes.append([rec["fn"], sum(t_first), sum(t_same), sum(t_copy), slow[:8]])
+            if slow:
+                i = slow[0]
+                findings.append(("output_cached", "%s: call %d (%s) took %.3g s on copies of its inputs, %.3g s on the same "
+                                 "objects again" % (where, i + 1, hist["calls"][i][0], t_copy[i], t_same[i])))
+        except Exception:  # noqa: BLE001 - no conclusion
+            pass
+    return findings, matches, notes

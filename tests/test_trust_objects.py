@@ -1,0 +1,193 @@
+"""The guard and the probes on a candidate the harness drives through a class (a queue here):
+the first instance of each process is recorded (its constructor's inputs and the method calls,
+objects of the harness's own script among them), and the probes replay it on the candidate's
+class and on the baseline's. Run for real in child interpreters, as tests/test_trust_guard.py does."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from evaluator.trust import runtime
+from evaluator.trust.instrument import INSIDE
+from tests.test_trust_guard import guarded
+
+HARNESS = """
+import os, sys
+sys.path.insert(0, {pkg!r})
+from submission.kernel import Queue
+
+class Req:
+    def __init__(self, i, p):
+        self.i, self.p = i, p
+
+def run(n, reps):
+    reqs = [Req(i, (i * 7919) % 13) for i in range(n)]
+    for _ in range(reps):
+        q = Queue()
+        for r in reqs:
+            q.push(r)
+        out = [q.pop().i for _ in range(n)]
+    return out, reqs
+
+if __name__ == "__main__":
+    if sys.argv[1] == "correctness":
+        got, reqs = run(40, 2)
+        assert got == [r.i for r in sorted(reqs, key=lambda r: (r.p, r.i))], got
+    else:
+        run(600, 4)
+    os._exit(0)
+"""
+
+BASELINE = """
+class Queue:
+    def __init__(self):
+        self.items = []
+
+    def push(self, r):
+        self.items.append(r)
+
+    def pop(self):
+        best = min(range(len(self.items)), key=lambda j: (self.items[j].p, self.items[j].i))
+        return self.items.pop(best)
+"""
+
+HEAP = """
+import heapq
+
+class Queue:
+    def __init__(self):
+        self.h = []
+
+    def push(self, r):
+        heapq.heappush(self.h, (r.p, r.i, r))
+
+    def pop(self):
+        return heapq.heappop(self.h)[2]
+"""
+
+CASES = {
+    "honest heap": (HEAP, None),
+    # an honest speed-up: each request's key worked out once and kept on the request itself
+    "honest key kept on the input": (HEAP.replace("heapq.heappush(self.h, (r.p, r.i, r))",
+                                                  "k = r.__dict__.get('_k') or r.__dict__.setdefault('_k', (r.p, r.i))\n"
+                                                  "        heapq.heappush(self.h, (k[0], k[1], r))"), None),
+    # right on the small workload the correctness pass uses, first-in first-out on the timed one
+    "fifo when large": ("""
+import collections, heapq
+
+class Queue:
+    def __init__(self):
+        self.h, self.fifo, self.pushed = [], collections.deque(), 0
+
+    def push(self, r):
+        self.pushed += 1
+        if self.pushed > 64:  # only the timed pass pushes this many
+            self.fifo.extend(r for _, _, r in self.h)
+            self.h = []
+            self.fifo.append(r)
+        else:
+            heapq.heappush(self.h, (r.p, r.i, r))
+
+    def pop(self):
+        return self.fifo.popleft() if self.fifo else heapq.heappop(self.h)[2]
+""", "wrong_on_unchecked_inputs"),
+    # the order worked out once, then handed back for the same request objects in every new queue
+    "order kept by identity": ("""
+import heapq
+_seen = {}
+
+class Queue:
+    def __init__(self):
+        self.h, self.ids, self.out = [], [], None
+
+    def push(self, r):
+        self.ids.append(id(r))
+        self.h.append(r)
+
+    def pop(self):
+        if self.out is None:
+            key = tuple(self.ids)
+            if key not in _seen:
+                _seen[key] = sorted(self.h, key=lambda r: (r.p, r.i))
+            self.out = list(reversed(_seen[key]))
+        return self.out.pop()
+""", "output_cached"),
+}
+
+
+def _graded(tmp_path: Path, kernel: str) -> list[dict]:
+    events = []
+    for mode in ("correctness", "timing"):
+        events += guarded(tmp_path, kernel, harness=HARNESS, argv=(mode,))
+    return list({json.dumps(e, sort_keys=True): e for e in events}.values())  # each run reads the folder again
+
+
+def _probe(tmp_path: Path, events: list[dict], full: bool) -> dict:
+    (tmp_path / "baseline.py").write_text(textwrap.dedent(BASELINE))
+    recs = [r for r in runtime.records(events, socket_used=False) if r.get("cls")]
+    files = []
+    for i, r in enumerate(recs):
+        (tmp_path / f"input-{i}.pkl").write_bytes(Path(r["path"]).read_bytes()[r["offset"]:r["offset"] + r["size"]])
+        files.append({**{k: r.get(k) for k in ("sha256", "fn", "module", "file", "n", "argv", "cwd", "sys_path", "cls")},
+                      "name": f"input-{i}.pkl"})
+    refs = {r["file"]: [str(tmp_path / "baseline.py")] for r in recs}
+    (tmp_path / "config.json").write_text(json.dumps({"probe": {"records": files, "references": refs, "budget_sec": 20,
+                                                                "full": full}}))
+    env = {**os.environ, "PESFLOW_TRUST_TEST_CONFIG": str(tmp_path / "config.json"),
+           "PESFLOW_TRUST_TEST_OUT": str(tmp_path / "probe.json"), "PYTHONPATH": str(INSIDE)}
+    subprocess.run([sys.executable, str(INSIDE / "pesflow_probe.py")], env=env, check=True, timeout=120, capture_output=True)
+    return json.loads((tmp_path / "probe.json").read_text())
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_class_entry_point_is_recorded_and_replayed_against_the_baseline(tmp_path, case):
+    kernel, family = CASES[case]
+    events = _graded(tmp_path, kernel)
+    recs = [r for r in runtime.records(events, socket_used=False) if r.get("cls")]
+    # one instance per process: the correctness pass's first queue (40 pushes, 40 pops) and the timed pass's
+    assert sorted(r["n"] for r in recs) == [80, 1200], recs
+    got = _probe(tmp_path, events, full=family == "output_cached" or case.startswith("honest"))
+    names = {f[0] for f in got["findings"]}
+    assert got["checks"]["calls"] == 2 and got["checks"]["compared"] == 2, got  # the harness's Req rebuilt from its script
+    assert names == set() if family is None else family in names, got
+
+
+def test_only_the_first_instance_pays_for_the_recording(tmp_path):
+    """The class gets its own methods back once the harness makes a second instance."""
+    probe = HARNESS.replace('if __name__ == "__main__":', 'if __name__ == "__main__":\n'
+                            '    import submission.kernel as km\n    run(5, 1)\n'
+                            '    assert hasattr(km.Queue.__dict__["push"], "__wrapped__")  # the first queue is recorded\n'
+                            '    km.Queue()\n'
+                            '    assert not hasattr(km.Queue.__dict__["push"], "__wrapped__"), "still wrapped"')
+    events = guarded(tmp_path, HEAP, harness=probe, argv=("timing",))
+    recs = [r for r in runtime.records(events, socket_used=False) if r.get("cls")]
+    assert [r["n"] for r in recs] == [10]  # the first queue's 5 pushes and 5 pops; the rest ran unwrapped
+
+
+def test_value_classes_the_harness_builds_are_left_as_they_are(tmp_path):
+    """A class whose __init__ is not Python's own (a NamedTuple, an Enum) is not wrapped: wrapping
+    object.__init__ would change what its constructor accepts."""
+    kernel = HEAP + textwrap.dedent("""
+        import enum, typing
+        class Pair(typing.NamedTuple):
+            a: int
+            b: int
+            def total(self):
+                return self.a + self.b
+        class Color(enum.Enum):
+            RED = 1
+            def label(self):
+                return self.name.lower()
+    """)
+    harness = HARNESS.replace("from submission.kernel import Queue", "from submission.kernel import Queue, Pair, Color") \
+        .replace('if __name__ == "__main__":', 'if __name__ == "__main__":\n'
+                 '    assert Pair(1, 2).total() == 3 and Pair(a=3, b=4).b == 4 and Color(1).label() == "red"')
+    events = guarded(tmp_path, kernel, harness=harness, argv=("timing",))
+    assert [r["cls"] for r in runtime.records(events, socket_used=False) if r.get("cls")] == ["Queue"]
