@@ -16,6 +16,7 @@ import pytest
 
 from evaluator.trust import runtime
 from evaluator.trust.instrument import INSIDE
+from evaluator.trust.screen import _scope_key
 from tests.test_trust_guard import guarded
 
 HARNESS = """
@@ -191,3 +192,15 @@ def test_value_classes_the_harness_builds_are_left_as_they_are(tmp_path):
                  '    assert Pair(1, 2).total() == 3 and Pair(a=3, b=4).b == 4 and Color(1).label() == "red"')
     events = guarded(tmp_path, kernel, harness=harness, argv=("timing",))
     assert [r["cls"] for r in runtime.records(events, socket_used=False) if r.get("cls")] == ["Queue"]
+
+
+def test_a_scope_file_installed_elsewhere_finds_its_references():
+    """The harness imports the package's installed copy (site-packages): same trailing path, same scope file."""
+    refs = {"/app/repo/vllm/v1/core/sched/queue.py": ["a"], "/app/repo/vllm/v1/other/queue.py": ["b"]}
+    installed = "/opt/venv/lib/python3.11/site-packages/vllm/v1/core/sched/queue.py"
+    assert _scope_key(installed, refs) == "/app/repo/vllm/v1/core/sched/queue.py"
+    assert _scope_key("/app/repo/vllm/v1/other/queue.py", refs) == "/app/repo/vllm/v1/other/queue.py"
+    # only the file's name in common, or two equally good: no reference rather than a wrong one
+    assert _scope_key("/elsewhere/queue.py", refs) == "/elsewhere/queue.py"
+    two = {"/a/x/q.py": ["a"], "/b/x/q.py": ["b"]}
+    assert _scope_key("/c/x/q.py", two) == "/c/x/q.py"
