@@ -24,6 +24,7 @@ from evaluator.verdict import code_reasons
 from evaluator.backends import archive
 from evaluator.backends.base import InfraError
 from evaluator.backends.build_context import DOCKERFILE, GEN_DIR, base_images, build_context, rewrite
+from evaluator.backends.docker.engine import unenforced_limits
 from evaluator.config import DockerConfig, EvaluatorConfig
 from evaluator.evaluation import CandidateSource, Evaluator
 from evaluator.task import load_task
@@ -454,3 +455,16 @@ def test_a_cgroup_file_is_read_from_this_host_only_for_the_named_container():
     # this test's own process is in no container: whatever its cgroups, none names the id
     assert host_cgroup_file(os.getpid(), "0123456789abcdef" * 4, "pids", "pids.events") is None
     assert host_cgroup_file(0, "x", "pids", "pids.events") is None  # no pid (an engine elsewhere)
+
+
+def test_limits_a_rootless_engine_on_cgroups_v1_drops_are_named():
+    """Podman and Docker take the limits and, rootless on cgroups v1, hold none of them: named,
+    never silently dropped (the info below is what a user's rootless podman 4.3 answers here)."""
+    podman_user = {"Rootless": True, "CgroupVersion": "1", "MemoryLimit": True, "PidsLimit": True,
+                   "SecurityOptions": ["name=seccomp,profile=default"]}
+    assert unenforced_limits(podman_user) == ["memory", "processes", "cpus"]
+    docker_rootless = {"CgroupVersion": "1", "SecurityOptions": ["name=seccomp,profile=builtin", "name=rootless"]}
+    assert unenforced_limits(docker_rootless) == ["memory", "processes", "cpus"]
+    assert unenforced_limits({**podman_user, "CgroupVersion": "2"}) == []  # v2 delegated: held
+    assert unenforced_limits({"Rootless": False, "CgroupVersion": "1", "MemoryLimit": True, "PidsLimit": True}) == []
+    assert unenforced_limits({"CgroupVersion": "2", "MemoryLimit": False, "PidsLimit": True}) == ["memory"]

@@ -49,3 +49,14 @@ def _exit_code(api: docker.APIClient, exec_id: str) -> int:
             return int(info["ExitCode"])
         time.sleep(0.02)
     return -1
+
+
+def unenforced_limits(info: dict) -> list[str]:
+    """The limits an engine takes and does not hold, from its `info`: a rootless engine (podman's
+    `Rootless`, Docker's `name=rootless`) on cgroups v1 holds none of them (podman: "Resource
+    limits are not supported and ignored on cgroups V1 rootless systems"); an engine may also say
+    it has no memory or pids controller."""
+    rootless = bool(info.get("Rootless")) or any("name=rootless" in str(o) for o in info.get("SecurityOptions") or [])
+    if rootless and str(info.get("CgroupVersion") or "") == "1":
+        return ["memory", "processes", "cpus"]
+    return [name for name, key in (("memory", "MemoryLimit"), ("processes", "PidsLimit")) if info.get(key) is False]

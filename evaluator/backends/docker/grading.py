@@ -37,7 +37,7 @@ from docker.utils import kwargs_from_env
 from evaluator.backends import archive
 from evaluator.backends.base import GradeRequest, GradeRun, InfraError, Prepared, command_for
 from evaluator.backends.docker.container import TRUST_OUT, Containers, _Dirty, _Warm
-from evaluator.backends.docker.engine import _exec, _exit_code, _read_file, _short
+from evaluator.backends.docker.engine import _exec, _exit_code, _read_file, _short, unenforced_limits
 from evaluator.backends.docker.image import BACKEND_VERSION, Images
 from evaluator.backends.in_container import (
     BACKGROUND_PROCESS, OUT_OF_MEMORY, grader_script, grader_seconds, left_running, with_reasons,
@@ -67,6 +67,7 @@ class DockerBackend:
         self._local = threading.local()
         self._lock = threading.Lock()
         self._version: str | None = None
+        self.unenforced: list[str] = []  # limits the engine takes and does not hold (engine.unenforced_limits)
         self._kwargs: dict[str, Any] = {}
         self._base_url: str | None = None
         self._slot_locks: dict[tuple[str, int], threading.Lock] = {}
@@ -97,6 +98,10 @@ class DockerBackend:
                         "(tools/podman_setup.sh serves podman's) and set DOCKER_HOST or evaluator.docker.base_url"
                     ) from None
                 self._version, self._kwargs = probe.api_version, kwargs
+                try:
+                    self.unenforced = unenforced_limits(probe.info())
+                except (DockerException, OSError):
+                    self.unenforced = []
                 probe.close()
         client = docker.APIClient(version=self._version, timeout=self.config.api_timeout_sec, **self._kwargs)
         self._local.api = client
@@ -243,14 +248,18 @@ class DockerBackend:
         report = {"limits": {"memory_mb": env.memory_mb, "cpus": env.cpus, "pids": self.config.pids_limit,
                              "timeout_sec": request.timeout, "network": "none"},
                   "container": w.name, "container_gradings": w.gradings, "oom_kills": w.oom - oom_before,
-                  "forks_refused": w.pids_max - pids_before, "stopped_at_first_refused_fork": bombed, "strays": strays}
+                  "forks_refused": w.pids_max - pids_before, "stopped_at_first_refused_fork": bombed, "strays": strays,
+                  "unenforced": self.unenforced}
         (request.out_dir / "limits.json").write_text(json.dumps(report, indent=1))
         if reasons and not timed_out:
             reward = with_reasons(reward, reasons, memory_mb=env.memory_mb, strays=strays, pids=self.config.pids_limit)
         if not self.config.warm_containers:
             self.containers.discard(api, w)
+        notes = [f"unenforced_limit: the container engine ({self._base_url}) held none of the grading's "
+                 f"{', '.join(self.unenforced)} limits (a rootless engine on cgroups v1 ignores them); a rootful "
+                 "engine, cgroups v2 with the controllers delegated to the user, or --backend local"] if self.unenforced else []
         return GradeRun(reward, rc, timed_out, time.monotonic() - start, output, grader_seconds=grader_seconds(output),
-                        trust_events=trust_events,
+                        notes=notes, trust_events=trust_events,
                         trust_socket=any(e.get("via") == "socket" for e in trust_events))
 
     def _write_candidate(self, api: docker.APIClient, prepared: Prepared, w: _Warm, files: dict[str, str | None]) -> list[str]:
