@@ -41,6 +41,11 @@ DISK_QUOTA = "disk_quota"
 OUTPUT_LIMIT = "output_limit"
 
 
+def unenforced_note(names: list[str], what: str, ways: str) -> str:
+    """The verdict's line for limits a grading took and nothing held (never dropped silently)."""
+    return f"unenforced_limit: {what} held the grading's {', '.join(names)} limit{'s' if len(names) > 1 else ''}; {ways}"
+
+
 @dataclass(frozen=True)
 class Limits:
     memory_mb: int | None = None  # resident memory (page cache and tmpfs files included)

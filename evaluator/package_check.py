@@ -230,8 +230,7 @@ def run_checks(ev, tasks: list[Task], graders: tuple[str, ...], out: Path, devic
     kept = load_gradings(out / "gradings.jsonl")
 
     def keep(record: GradingRecord) -> None:
-        with open(out / "gradings.jsonl", "a") as f:
-            f.write(record.model_dump_json() + "\n")
+        _append(out / "gradings.jsonl", record)
     checks = []
     for task in tasks:
         key = check_key(task, graders)
@@ -240,8 +239,7 @@ def run_checks(ev, tasks: list[Task], graders: tuple[str, ...], out: Path, devic
             on_done(done[key], True)
             continue
         c = check_package(ev, task, graders, device, kept=kept, keep=keep)
-        with open(out / "results.jsonl", "a") as f:
-            f.write(c.model_dump_json() + "\n")
+        _append(out / "results.jsonl", c)
         checks.append(c)
         on_done(c, False)
     (out / "tasks-check.json").write_text(json.dumps([c.model_dump(mode="json") for c in checks], indent=1))
@@ -249,28 +247,29 @@ def run_checks(ev, tasks: list[Task], graders: tuple[str, ...], out: Path, devic
     return checks
 
 
-def load_results(path: Path) -> dict[str, PackageCheck]:
-    found: dict[str, PackageCheck] = {}
+def _lines(path: Path, model: type[BaseModel]) -> list[Any]:
+    """The records a JSON-lines file holds, in order (a line torn by a kill is skipped)."""
+    found = []
     if path.is_file():
         for line in path.read_text().splitlines():
             try:
-                c = PackageCheck.model_validate_json(line)
+                found.append(model.model_validate_json(line))
             except ValueError:
-                continue  # a line torn by a kill
-            found[c.key] = c
+                continue
     return found
+
+
+def _append(path: Path, record: BaseModel) -> None:
+    with open(path, "a") as f:
+        f.write(record.model_dump_json() + "\n")
+
+
+def load_results(path: Path) -> dict[str, PackageCheck]:
+    return {c.key: c for c in _lines(path, PackageCheck)}
 
 
 def load_gradings(path: Path) -> dict[tuple, GradingRecord]:
-    found: dict[tuple, GradingRecord] = {}
-    if path.is_file():
-        for line in path.read_text().splitlines():
-            try:
-                r = GradingRecord.model_validate_json(line)
-            except ValueError:
-                continue  # a line torn by a kill
-            found[r.slot()] = r
-    return found
+    return {r.slot(): r for r in _lines(path, GradingRecord)}
 
 
 def markdown(checks: list[PackageCheck]) -> str:

@@ -226,17 +226,23 @@ def test_a_node_lost_mid_grading_is_graded_again_on_the_other(cluster, tasks_roo
     deadline = time.monotonic() + 120
     while not _sleepers() and time.monotonic() < deadline:
         time.sleep(0.2)
-    running = _running(shared)
-    assert _sleepers() and len(running) == 1, "the grading never started"
-    ids = {n.node_id: n for n in (cluster.cpu, cluster.gpu)}
-    lost = next(i for i in ids if i.startswith(next(iter(running.values()))))
-    cluster.c.remove_node(ids[lost])
+    lost, node = _drop_grading_node(cluster, shared, "the grading never started")
     t.join(240)
     v = out[0]
     assert v.status == Status.ok and v.environment["node"]["node"] != lost and v.environment["node"]["attempts"] == 2
     assert "graded again on another, an infra retry" in v.message
-    _replace(cluster, ids[lost])
+    _replace(cluster, node)
     ev.close()
+
+
+def _drop_grading_node(cluster: Box, shared: Path, why: str) -> tuple[str, object]:
+    """Remove the worker node that runs the one grading in flight: (its node id, the node)."""
+    running = _running(shared)
+    assert _sleepers() and len(running) == 1, why
+    ids = {n.node_id: n for n in (cluster.cpu, cluster.gpu)}
+    lost = next(i for i in ids if i.startswith(next(iter(running.values()))))
+    cluster.c.remove_node(ids[lost])
+    return lost, ids[lost]
 
 
 def _replace(cluster: Box, lost) -> None:  # noqa: ANN001
@@ -335,13 +341,9 @@ def test_a_search_through_ray_that_loses_a_node_ends_as_the_same_search_graded_h
         deadline = time.monotonic() + 180
         while not (_sleepers() and _running(shared)) and p.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
-        running = _running(shared)
-        assert _sleepers() and len(running) == 1, "the slow grading never started"
-        ids = {n.node_id: n for n in (cluster.cpu, cluster.gpu)}
-        lost = next(i for i in ids if i.startswith(next(iter(running.values()))))
-        cluster.c.remove_node(ids[lost])
+        lost, node = _drop_grading_node(cluster, shared, "the slow grading never started")
         on_ray = Path(finish(p))
-    _replace(cluster, ids[lost])
+    _replace(cluster, node)
     assert summary(on_ray) == summary(local)
     nodes = json.loads((on_ray / "run.json").read_text())["utilization"]["nodes"]
     assert nodes and lost[:12] in nodes and len(nodes) == 2, nodes  # both graded: the lost one first

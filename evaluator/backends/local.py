@@ -34,7 +34,7 @@ from evaluator.backends.local_root import Layout, RootError, RootPlan, bind_line
 from evaluator.backends.standin import StandIn, StandInError, discover, stand_in_fault
 from evaluator.config import LocalConfig
 from evaluator.hardware import gpu_mounts
-from evaluator.limits import DISK_QUOTA, HOST_OUT_OF_MEMORY, OUT_OF_MEMORY, Limits, sweep_leftovers
+from evaluator.limits import DISK_QUOTA, HOST_OUT_OF_MEMORY, OUT_OF_MEMORY, Limits, sweep_leftovers, unenforced_note
 from evaluator.task import BUNDLED_TASKS, NOT_IN_IMAGE, Task, package_hash
 from evaluator.trust import collect, instrument
 from evaluator.verdict import read_reward_file
@@ -340,8 +340,7 @@ def _unenforced_notes(unenforced: list[str], iso: isolation.Isolation) -> list[s
     if not unenforced:
         return []
     how = "hand pesflow a cgroup (evaluator.local.cgroup_parents)" if iso.rootless else "enable the cgroup controller"
-    return [f"unenforced_limit: nothing on this machine held the grading's {', '.join(unenforced)} limit "
-            f"(sandbox: {iso.mode}); {how}"]
+    return [unenforced_note(unenforced, f"nothing on this machine (sandbox: {iso.mode})", how)]
 
 
 HOME_SECRETS = ("~/.ssh", "~/.aws", "~/.config", "~/.gnupg", "~/.docker", "~/.netrc", "~/.kube")

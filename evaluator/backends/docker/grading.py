@@ -43,7 +43,7 @@ from evaluator.backends.in_container import (
     BACKGROUND_PROCESS, OUT_OF_MEMORY, grader_script, grader_seconds, left_running, with_reasons,
 )
 from evaluator.config import DockerConfig
-from evaluator.limits import TOO_MANY_PROCESSES, cgroup_count, kill_members
+from evaluator.limits import TOO_MANY_PROCESSES, cgroup_count, kill_members, unenforced_note
 from evaluator.parallel import Slot
 from evaluator.sandbox import BoundedSink
 from evaluator.task import DEV_ENGINES, Task, dev_engine_of
@@ -255,9 +255,9 @@ class DockerBackend:
             reward = with_reasons(reward, reasons, memory_mb=env.memory_mb, strays=strays, pids=self.config.pids_limit)
         if not self.config.warm_containers:
             self.containers.discard(api, w)
-        notes = [f"unenforced_limit: the container engine ({self._base_url}) held none of the grading's "
-                 f"{', '.join(self.unenforced)} limits (a rootless engine on cgroups v1 ignores them); a rootful "
-                 "engine, cgroups v2 with the controllers delegated to the user, or --backend local"] if self.unenforced else []
+        notes = [unenforced_note(self.unenforced, f"the container engine ({self._base_url}: rootless on cgroups v1) never",
+                                 "a rootful engine, cgroups v2 with the controllers delegated to the user, or --backend local")
+                 ] if self.unenforced else []
         return GradeRun(reward, rc, timed_out, time.monotonic() - start, output, grader_seconds=grader_seconds(output),
                         notes=notes, trust_events=trust_events,
                         trust_socket=any(e.get("via") == "socket" for e in trust_events))

@@ -381,8 +381,8 @@ def main():
                 rec["cls"], " ".join(map(str, (rec.get("argv") or [])[:3])), rec["n"])
             bases = (lambda rec=rec, key=key: [c for c in (getattr(reference(rec, key, i), rec["cls"], None)
                                                             for i in range(len(refs[key]))) if isinstance(c, type)])
-            got, ms, notes = objects.probe(rec, blob, cls, bases, helpers, float(cfg.get("budget_sec", 10)), full, where,
-                                           lambda b: loads(b, rec.get("argv")))
+            got, ms, notes = objects.probe(rec, blob, cls, bases, dict(helpers, loads=lambda b: loads(b, rec.get("argv"))),
+                                           float(cfg.get("budget_sec", 10)), full, where)
             findings += got
             matches += ms
             checks["calls"] += 1

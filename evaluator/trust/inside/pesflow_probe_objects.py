@@ -115,10 +115,10 @@ def timed_pair(cls, blob, h, steps, hist):
     return t_same, t_copy
 
 
-def probe(rec, blob, cand_cls, base_classes, h, budget, full, where, loads):
-    """(findings, matches, notes): matches as pesflow_probe's, one per instance."""
+def probe(rec, blob, cand_cls, base_classes, h, budget, full, where):
+    """(findings, matches, notes): matches as pesflow_probe's, one per instance. `h`: the probe's helpers
+    (plain, close, numeric, sync, loads)."""
     findings, matches, notes = [], [], []
-    h = dict(h, loads=loads)
     base_out, steps = None, None
     for base_cls in base_classes():
         try:
