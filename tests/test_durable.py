@@ -84,8 +84,20 @@ def wait_for(predicate, timeout: float = 60.0) -> None:
     raise AssertionError("the awaited moment never came")
 
 
+def found(root: Path, name: str) -> Path | None:
+    """The first file called `name` under root. os.walk skips folders that vanish while it reads
+    (a checkpoint's temporary folder is renamed away at any moment); rglob raises on them."""
+    for folder, _, files in os.walk(root):
+        if name in files:
+            return Path(folder) / name
+    return None
+
+
 def journal_has(run_root: Path, kind: str, **match) -> bool:
-    for j in run_root.rglob("journal.jsonl"):
+    for folder, _, files in os.walk(run_root):
+        if "journal.jsonl" not in files:
+            continue
+        j = Path(folder) / "journal.jsonl"
         for e in journal.read(j):
             if e["kind"] == kind and all(e["data"].get(k) == v for k, v in match.items()):
                 return True
@@ -122,7 +134,7 @@ def test_sigkill_anywhere_then_resume_gives_the_uninterrupted_result(tmp_path, c
                 assert slow.arrived.wait(120), "the slow request never came"
                 time.sleep(0.3)
             elif how in ("checkpoint", "grading"):
-                wait_for(lambda: any(out.rglob(f"PAUSED-{how}")), 120)
+                wait_for(lambda: found(out, f"PAUSED-{how}") is not None, 120)
             else:  # a random moment of the run (before its folder exists there is nothing to resume)
                 wait_for(lambda: any(out.glob("kfc/toy-sum/[!.]*/run.json")), 120)
                 time.sleep(rng.uniform(0.0, 6.0))
@@ -222,7 +234,7 @@ def test_sigkill_with_two_graders_busy_then_resume_and_replay_end_as_uninterrupt
     with ScriptedLLMServer(commenting_children) as server:
         p = pesflow(*run_args(server.openai_base_url, out, cache_dir, toy), *two,
                     env_extra={"PESFLOW_FAULT_PAUSE": "grading:*:4.0"})  # every search grading lasts 4 s more
-        marker = lambda: next(iter(out.rglob("PAUSED-grading")), None)  # noqa: E731
+        marker = lambda: found(out, "PAUSED-grading")  # noqa: E731
         wait_for(lambda: marker() is not None and len(marker().read_text().splitlines()) == 2, 120)
         p.send_signal(signal.SIGKILL)  # both graders are inside a grading
         p.wait()
