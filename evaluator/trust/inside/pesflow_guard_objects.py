@@ -8,7 +8,9 @@ Cost: the class's methods are wrapped only while that one instance is being reco
 while the recording costs at most 2 % of the methods' own time (a cheap method is recorded for
 its first 64 calls; a GPU kernel's for all of them, up to 20000 calls and 64 MiB of arrays held).
 When the harness makes a second instance, or the budget is spent, the class gets its own methods
-back, so a timed loop runs the candidate's code as written.
+back, so a timed loop runs the candidate's code as written. A recording cut short for its cost
+says so (`cut`): the probes then replay it scaled up, since the calls it did not keep are
+the ones that grow the instance.
 """
 
 _MAX_CALLS = 20000  # calls kept of the recorded instance: the probes replay a prefix of them
@@ -22,7 +24,7 @@ def install(g):
     sys, types, weakref, local, role, emit = g["sys"], g["types"], g["weakref"], g["local"], g["role"], g["emit"]
     kind, perf = g["kind"], g["perf"]
     depth = [0]  # inside a recorded call: the calls it makes itself are not the harness's
-    recorded = []  # one per class: [module, class, init (args, kwargs), [(method, args, kwargs), ...]]
+    recorded = []  # one per class: [module, class, init (args, kwargs), [(method, args, kwargs), ...], flags]
     state = {}  # id(class) -> {"saved": {name: original or None}, "inst": weakref or None, "rec": entry, "done": bool}
 
     def _harness_call():
@@ -67,10 +69,13 @@ def install(g):
         st = state[id(cls)] = {"saved": {}, "inst": None, "rec": None, "done": False}
         names = []
         for c in cls.__mro__:
-            if c is object or role(getattr(sys.modules.get(c.__module__), "__file__", None) or "") != "candidate":
+            if c is object:
                 continue
             for name, v in vars(c).items():
-                if type(v) is types.FunctionType and (name[:1] != "_" or name == "__call__") and name not in names:
+                # the candidate's own methods, known by their code's file: a harness may load the scope
+                # file under a name of its own without putting it in sys.modules
+                if type(v) is types.FunctionType and (name[:1] != "_" or name == "__call__") and name not in names and \
+                        role(v.__code__.co_filename) == "candidate":
                     names.append(name)
         orig_init = cls.__init__
         if not names or type(orig_init) is not types.FunctionType:
@@ -85,7 +90,7 @@ def install(g):
                     st["inst"] = weakref.ref(self)
                 except TypeError:
                     st["inst"] = (lambda o: (lambda: o))(self)  # no weak references: kept alive, as the harness keeps it
-                st["rec"] = [module, cls, (a, k), []]
+                st["rec"] = [module, cls, (a, k), [], {}]
                 recorded.append(st["rec"])
             elif type(self) is cls and st["inst"] is not None:
                 restore(cls)  # a second instance: the first one's history is what the probes get
@@ -126,8 +131,10 @@ def install(g):
                     st["bytes"] = st.get("bytes", 0) + 64 * (held(a) + held(k.values()))
                     # inside the grader's timed loop: recording may cost at most 2 % of the methods' own time
                     # (a cheap method is recorded for its first calls only; an expensive one for all)
-                    if len(calls) >= _MAX_CALLS or st["bytes"] > _MAX_BYTES or \
-                            len(calls) * _CALL_COST_S > _COST_SHARE * st.get("method_s", 0.0):
+                    if len(calls) * _CALL_COST_S > _COST_SHARE * st.get("method_s", 0.0):
+                        st["rec"][4]["cut"] = "cost"  # the probes scale the replay up instead
+                        restore(cls)
+                    elif len(calls) >= _MAX_CALLS or st["bytes"] > _MAX_BYTES:
                         restore(cls)
                 return out
             call.__name__, call.__qualname__, call.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
@@ -151,9 +158,9 @@ def install(g):
         """[(module, class, payload)]: the payload holds the constructor's inputs and the calls,
         pickled together by the caller (one pickle keeps which call was handed which object)."""
         out = []
-        for module, cls, init, calls in recorded:
+        for module, cls, init, calls, flags in recorded:
             if calls:
-                out.append((module, cls, {"init": init, "calls": list(calls)}))
+                out.append((module, cls, {"init": init, "calls": list(calls), "cut": flags.get("cut")}))
         return out
 
     found = locals()

@@ -12,15 +12,30 @@ wrong; in between there is no conclusion (ties a contract lets either way).
 
 With every probe on (an implausible speedup): the replay again on the very same input objects,
 against a replay on copies of them (an output kept by identity is fast only on what it has seen).
+
+A recording the guard cut short for its cost (a class of cheap methods: its first 64 calls) holds
+only the start of the harness's instance, which the timed pass then grows large. That instance
+is replayed scaled up: its calls that take inputs again and again on fresh copies of those
+inputs, then drained (the calls without inputs it made, or else the class's own methods that
+take none and answer with a value), on both classes. A class that answers as the baseline's on
+the calls as recorded but differs on most of one method's answers once the instance is large
+is right only on the sizes a correctness pass checks (`wrong_on_unchecked_inputs`). Copies of
+one input are one input to the comparison (ties among identical copies may go either way); an
+exception ends a replay there, and what follows is not compared.
 """
 
 import copy
 import gc
+import inspect
 import random
 import sys
 import time
 
 _OTHER = object()  # a value of no kind both classes share: not compared
+_RAISED = object()  # a step that raised: the replay ends there
+_SCALE_CALLS = 8192  # calls with inputs in a scaled replay (a cheap class's timed instance is this large)
+_SCALE_BYTES = 256 << 20  # the copies of its inputs held at once, at most
+_DRAIN_DUNDERS = ("__len__", "__bool__")
 _SCALARS = (type(None), bool, int, float, complex, str, bytes)
 
 
@@ -115,6 +130,127 @@ def timed_pair(cls, blob, h, steps, hist):
     return t_same, t_copy
 
 
+def _small(c):
+    """An answer a drain step compares: a value, an input's token, or a few of them."""
+    if isinstance(c, _SCALARS) or (isinstance(c, tuple) and c[:1] == ("pesflow-input",)):
+        return True
+    return isinstance(c, list) and len(c) <= 4 and all(_small(x) for x in c)
+
+
+def _takes_nothing(fn):
+    try:
+        ps = list(inspect.signature(fn).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return False
+    return all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in ps)
+
+
+def drain_names(base_cls, cand_cls, blob, h):
+    """The methods a scaled replay drains the instance with: the harness's own calls without
+    inputs, else the baseline's methods without inputs that answer with a value (each tried on
+    an instance of its own, grown by one round of the recorded calls)."""
+    calls = h["loads"](blob)["calls"]
+    names = []
+    for name, a, k in calls:
+        if not a and not k and name not in names:
+            names.append(name)
+    if not names:
+        for name in sorted(dir(base_cls)):
+            fn = getattr(base_cls, name, None)
+            if (name[:1] != "_" or name in _DRAIN_DUNDERS) and callable(fn) and hasattr(cand_cls, name) and \
+                    (name in _DRAIN_DUNDERS or _takes_nothing(fn)):
+                names.append(name)
+    kept = []
+    for name in names:
+        out = scaled(base_cls, blob, h, [name], 1, drain_steps=1)
+        if out and out[-1][0] == name and out[-1][1] is not None and out[-1][1] is not _RAISED and _small(out[-1][1]):
+            kept.append(name)
+    return [n for n in names if n in kept]
+
+
+def scaled(cls, blob, h, drain, reps, steps=None, seconds=None, drain_steps=None):
+    """[(method, answer)]: the instance made again, its calls with inputs replayed `reps` times on
+    fresh copies of them, then `drain` called in turn once per such call; up to the first step that
+    raises (its answer _RAISED), `steps` steps, or `seconds` for each phase."""
+    hist = h["loads"](blob)
+    init_a, init_k = hist["init"]
+    seen = {id(x): ("init", j) for j, x in enumerate(init_a) if not isinstance(x, _SCALARS)}
+    seed()
+    obj = cls(*init_a, **init_k)
+    kept, outs, filled = [hist], [], 0  # the copies stay alive while their ids are tokens
+
+    def step(name, a, k):
+        try:
+            out = getattr(obj, name)(*a, **k)
+        except Exception:  # noqa: BLE001 - the replay ends here
+            outs.append((name, _RAISED))
+            return False
+        outs.append((name, canon(out, seen, h)))
+        return steps is None or len(outs) < steps
+
+    t0 = time.perf_counter()
+    for r in range(reps):
+        if r:
+            hist = h["loads"](blob)
+            kept.append(hist)
+        for i, (name, a, k) in enumerate(hist["calls"]):
+            if not a and not k:
+                continue
+            for j, x in list(enumerate(a)) + list(k.items()):
+                if not isinstance(x, _SCALARS):
+                    seen.setdefault(id(x), (i, j))  # a copy's token is the recorded input's: copies are one input
+            filled += 1
+            if not step(name, a, k):
+                return outs
+        if seconds is not None and time.perf_counter() - t0 > seconds:
+            break
+    t0 = time.perf_counter()
+    for _ in range(filled if drain_steps is None else drain_steps):
+        for name in drain:
+            if not step(name, (), {}):
+                return outs
+        if seconds is not None and time.perf_counter() - t0 > seconds:
+            break
+    return outs
+
+
+def scaled_differences(cand_out, base_out, h):
+    """{method: (answers compared, answers that differ)} over the steps both replays made alike."""
+    per = {}
+    for (name, c), (other, b) in zip(cand_out, base_out):
+        if name != other or c is _RAISED or b is _RAISED:
+            break
+        if b is None or b is _OTHER:
+            continue
+        ok = same(c, b, h)
+        if ok is not None:
+            n, wrong = per.get(name, (0, 0))
+            per[name] = (n + 1, wrong + (not ok))
+    return per
+
+
+def probe_scaled(rec, blob, cand_cls, base_cls, h, budget, where, recorded_steps, compared):
+    """(findings, notes) of the scaled replay of a recording cut short for its cost."""
+    hist = h["loads"](blob)
+    with_inputs = sum(1 for _, a, k in hist["calls"] if a or k)
+    reps = min(_SCALE_CALLS // max(1, with_inputs), _SCALE_BYTES // max(1, len(blob)))
+    if not with_inputs or reps < 2:
+        return [], []
+    drain = drain_names(base_cls, cand_cls, blob, h)
+    base_out = scaled(base_cls, blob, h, drain, reps, seconds=budget / 8)
+    cand_out = scaled(cand_cls, blob, h, drain, reps, steps=len(base_out), seconds=budget / 4)
+    per = scaled_differences(cand_out, base_out, h)
+    note = [rec["fn"], "scaled", reps, len(base_out), len(cand_out), drain, {k: list(v) for k, v in per.items()}]
+    wrong = [(name[:1] != "_", w, name, n) for name, (n, w) in per.items() if w * 2 > n and w >= 32]
+    if not wrong:
+        return [], [note]
+    _, w, name, n = max(wrong)  # the evidence: the method most often wrong, the class's own methods first
+    as_recorded = ("answered as the baseline's (%d answers compared)" % compared) if compared else "answered nothing to compare"
+    return [("wrong_on_unchecked_inputs", "%s: its %d recorded calls %s, but with its calls with inputs repeated %d times "
+             "on fresh copies, then %s, %s answered otherwise than the baseline's in %d of %d calls" % (
+                 where, recorded_steps, as_recorded, reps, ", ".join(drain), name, w, n))], [note]
+
+
 def probe(rec, blob, cand_cls, base_classes, h, budget, full, where):
     """(findings, matches, notes): matches as pesflow_probe's, one per instance. `h`: the probe's helpers
     (plain, close, numeric, sync, loads)."""
@@ -145,6 +281,13 @@ def probe(rec, blob, cand_cls, base_classes, h, budget, full, where):
             ok = True if not wrong else (False if wrong * 2 > len(got) else None)
             if ok is not None:
                 matches.append(("%s (%d steps compared)" % (where, len(got)), tuple(rec.get("argv") or ()), ok))
+        if hist.get("cut") and False not in got:  # as recorded, nothing differs (a queue's first calls: adds)
+            try:
+                got_s, notes_s = probe_scaled(rec, blob, cand_cls, base_cls, h, budget, where, len(cand_out), len(got))
+                findings += got_s
+                notes += notes_s
+            except Exception as e:  # noqa: BLE001 - no conclusion
+                notes.append("%s: its scaled replay raised %s" % (rec["fn"], type(e).__name__))
     if full and len(cand_out) > 1:
         try:
             t_same, t_copy = timed_pair(cand_cls, blob, h, len(cand_out), hist)
