@@ -48,7 +48,7 @@ def main() -> None:
             probes = v.trust.checks.get("probes") or {}
             rows[on].append((v.seconds, v.grader_seconds or 0.0, probes.get("seconds") or 0.0, v.speedup, v.trust.suspect))
             if on and probes.get("ran"):
-                phases.append({**(probes.get("phases") or {}), "sandbox": probes.get("sandbox")})
+                phases.append({**(probes.get("phases") or {}), "sandbox": probes.get("sandbox"), "loads": probes.get("loads")})
     print(f"{a.task} mode={a.mode} grader={a.grader} repeats={a.repeats} (ABAB)")
     med = {on: [statistics.median(r[k] for r in rows[on]) for k in range(3)] for on in rows}
     for on in (False, True):
@@ -60,6 +60,8 @@ def main() -> None:
         keys = [k for k in phases[0] if isinstance(phases[0][k], (int, float))]
         print("  probes inside their process (median s): " + ", ".join(
             f"{k} {statistics.median(p.get(k) or 0.0 for p in phases):.3f}" for k in keys) + f"; sandbox: {phases[0]['sandbox']}")
+        if phases[-1].get("loads"):  # the modules the probes loaded, in order (the last grading's)
+            print("  of which loading (s): " + ", ".join(f"{w} {s:.3f}" for w, s in phases[-1]["loads"]))
     print(f"  on/off: wall {med[True][0] / med[False][0]:.3f}x, grader {med[True][1] / max(med[False][1], 1e-9):.3f}x")
 
 

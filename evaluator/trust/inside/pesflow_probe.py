@@ -331,6 +331,7 @@ def main():
             pass
     mods, refs, matches = {}, {}, []
     late_checked = False
+    loaded = checks["loads"] = []  # [what, seconds]: where the fixed cost of a probe goes
 
     def reference(rec, key, i):
         """The i-th reference module of `key` (the baseline first), loaded when first needed:
@@ -342,6 +343,7 @@ def main():
             except Exception:  # noqa: BLE001 - never tried again
                 refs[key][i] = False
             spent[0] += time.perf_counter() - t_load
+            loaded.append(["reference %d of %s" % (i, os.path.basename(key)), round(time.perf_counter() - t_load, 4)])
         return refs[key][i] or None
 
     helpers = {"plain": plain, "close": close, "numeric": numeric, "sync": sync}
@@ -359,10 +361,16 @@ def main():
         try:
             key = rec["file"]
             if key not in mods:
+                if b"torch" in blob and "torch" not in sys.modules:  # its inputs hold tensors
+                    t_load = time.perf_counter()
+                    importlib.import_module("torch")  # timed apart from the candidate's own module
+                    loaded.append(["torch", round(time.perf_counter() - t_load, 4)])
+                    spent[0] += loaded[-1][1]
                 t_load = time.perf_counter()
                 mods[key] = load_module(rec)
                 refs[key] = [None] * len(cfg.get("references", {}).get(key, []))  # each loaded when first needed
                 spent[0] += time.perf_counter() - t_load
+                loaded.append([os.path.basename(key), round(time.perf_counter() - t_load, 4)])
             if rec.get("cls"):
                 cls = getattr(mods[key], rec["cls"])
                 loads(blob, rec.get("argv"))  # its inputs can be rebuilt here

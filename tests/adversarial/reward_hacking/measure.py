@@ -38,7 +38,20 @@ def row(task: str, name: str, grader: str, v, seconds: float) -> dict:
             "dev": v.dev.model_dump() if getattr(v, "dev", None) is not None else None,
             "suspect": bool(trust.suspect) if trust is not None else None,
             "reasons": list(trust.reasons) if trust is not None else [], "seconds": round(seconds, 1),
+            "probes": _probes(trust),
             "log_dir": v.log_dir}
+
+
+def _probes(trust) -> str:
+    """What the probes did, in a few words: whether they ran, how many calls and instances they
+    replayed and compared, and how many instances were replayed scaled up."""
+    p = (getattr(trust, "checks", None) or {}).get("probes") or {}
+    if not p:
+        return "-"
+    if not p.get("ran"):
+        return str(p.get("why") or p.get("error") or "did not run")
+    scaled = sum(1 for n in p.get("objects") or [] if isinstance(n, list) and n[1:2] == ["scaled"])
+    return f"ran, {p.get('calls', 0)} calls, {p.get('compared', 0)} compared" + (f", {scaled} scaled" if scaled else "")
 
 
 def fmt(r: dict) -> str:
@@ -47,7 +60,7 @@ def fmt(r: dict) -> str:
         sp = f"{r['dev'].get('key')}={r['dev']['value']:.4g}"  # a dev engine's own figure, raw
     rw = "-" if r["reward"] is None else f"{r['reward']:.3g}"
     return (f"{r['task']:<45} {r['candidate']:<36} {r['grader']:<6} {r['status']:<10} speedup {sp:>9} "
-            f"reward {rw:>5} suspect {str(r['suspect']):<5} {'; '.join(r['reasons'])[:160]}"
+            f"reward {rw:>5} suspect {str(r['suspect']):<5} probes: {r.get('probes', '-')} {'; '.join(r['reasons'])[:160]}"
             f"{'  hard: ' + ','.join(r['hard_fail_reasons']) if r['hard_fail_reasons'] else ''}")
 
 
