@@ -30,10 +30,12 @@ from evaluator.config import EvaluatorConfig, ModalConfig
 from evaluator.evaluation import CandidateSource, Evaluator
 from evaluator.parallel import ParallelBackend
 from evaluator.task import load_task
+from evaluator.trust import instrument
 from evaluator.verdict import Status
 from tests.conftest import FIXTURES
 
 modal = pytest.importorskip("modal")
+SITE_DIRS = ("/opt/venv/lib/python3.11/site-packages", "/usr/lib/python3/dist-packages")  # what the image's find prints
 FAST = "def sum_squares(n):\n    n -= 1\n    return n * (n + 1) * (2 * n + 1) // 6 if n > 0 else 0\n"
 BASELINE = (FIXTURES / "kfc/toy-sum/task/environment/repo/toy/kernel.py").read_text()
 
@@ -126,13 +128,15 @@ class Sandbox:
         script = argv[-1] if argv[0] == "sh" else ""
         if "score_engine.sh" in " ".join(argv) and "@@pesflow:grader_ns=" not in script:  # the dev engine probe
             return Process("/opt/loop/score_engine.sh\n")
+        if script == instrument.FIND_SITE_DIRS:
+            return Process("\n".join(SITE_DIRS) + "\n")
         if "nvidia-smi" in script or "memory.events" in script:
             return Process(("oom_kill 1\n" if self.rec.oom else "oom_kill 0\n")
                            + ("NVIDIA H100 80GB HBM3\n" if "nvidia-smi" in script else ""))
         if "tar -cf" in script:
             buf = io.BytesIO()
             with tarfile.open(fileobj=buf, mode="w") as tf:
-                for name, data in self.logs.items():
+                for name, data in (self.rec.trust_out if instrument.OUT_DIR in script else self.logs).items():
                     info = tarfile.TarInfo("./" + name)
                     info.size = len(data)
                     tf.addfile(info, io.BytesIO(data))
@@ -159,6 +163,7 @@ class Recorder:
         self.fail_grading = False
         self.oom = False
         self.create_delay = 0.0  # seconds Sandbox.create takes (a queue for quota)
+        self.trust_out: dict[str, bytes] = {}  # what the guard left in /.pesflow-trust-out
 
     def call(self, name: str, real, *args, **kwargs) -> None:  # noqa: ANN001
         # the real SDK's signature must accept exactly what the backend passed
@@ -409,3 +414,29 @@ def test_the_modal_floor_is_where_the_sdk_calls_used_came_in():
     floors = re.findall(r'"modal>=([\d.]+)"', text)
     assert floors and all(tuple(map(int, f.split("."))) >= (1, 2) for f in floors)
     assert hasattr(modal.Image, "build") and "env" in inspect.signature(modal.Sandbox.exec).parameters
+
+
+def test_the_trust_guard_goes_in_and_what_it_saw_comes_back(rec, tmp_path):
+    """The guard's files into every site-packages folder the image has, its config (no socket
+    reaches a sandbox) into /.pesflow-trust; the event files a real guard wrote come back from
+    /.pesflow-trust-out and decide the trust verdict."""
+    from tests.test_trust_guard import guarded  # the real guard, run on a clock-replacing kernel
+    guarded(tmp_path / "g", "import time\ntime.perf_counter = lambda: 0.0\ndef entry(x):\n    return x\n")
+    rec.trust_out = {p.name: p.read_bytes() for p in (tmp_path / "g" / "out").glob("events-*.jsonl")}
+    assert rec.trust_out
+    ev = make_evaluator(tmp_path)
+    v = ev.evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FAST}), grader="hidden")
+    assert v.status == Status.ok and v.trust.suspect and any(r.startswith("timer_replaced") for r in v.trust.reasons), v.trust
+    sb = rec.sandboxes[-1]
+    for d in SITE_DIRS:
+        assert all(f"{d}/{name}" in sb.files for name in instrument.GUARD_FILES), sorted(sb.files)
+    config = json.loads(sb.files[f"{instrument.CONFIG_DIR}/config.json"])
+    assert config["socket"] is None and config["candidate_paths"] == {"toy/kernel.py": "/app/repo/toy/kernel.py"}
+    assert (Path(v.log_dir) / "trust").is_dir() and any((Path(v.log_dir) / "trust").glob("events-*.jsonl"))
+    # an honest grading's guard says nothing against it
+    rec.trust_out = {}
+    guarded(tmp_path / "h", "def entry(x):\n    return x\n")
+    rec.trust_out = {p.name: p.read_bytes() for p in (tmp_path / "h" / "out").glob("events-*.jsonl")}
+    v = ev.evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FAST + "# honest\n"}), grader="hidden")
+    assert v.status == Status.ok and not v.trust.suspect, v.trust
+    assert v.trust.checks["runtime"]["processes"] >= 1, v.trust.checks

@@ -25,6 +25,13 @@ the sandbox is terminated whatever happened.
 Modal offers no H20: the verdict's message names the GPU nvidia-smi saw in the sandbox and
 flags a task whose anchor was calibrated on other hardware (its reward is then not comparable).
 A GPU grading sent here never reads the driver's GPUs (capabilities: gpus="remote").
+
+The trust screen's guard (evaluator/trust/instrument.py) goes in with the candidate's files: its
+files into every site-packages folder of the image (found at prepare), its config and the
+probes' inputs into /.pesflow-trust; the guard's event files come back from /.pesflow-trust-out.
+No socket reaches this side from a sandbox, so the events are the files alone (a candidate that
+rewrites them leaves the guard silent, itself a reason). The probes run as a grading of their
+own in a fresh sandbox of the same image.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ from evaluator.limits import OUT_OF_MEMORY
 from evaluator.dockerfile import DockerfileError
 from evaluator.sandbox import BoundedSink
 from evaluator.task import DEV_ENGINES, NOT_IN_IMAGE, Task, dev_engine_of, package_hash
+from evaluator.trust import collect, instrument
 from evaluator.verdict import read_reward_file
 
 BACKEND_VERSION = "modal-2"
@@ -111,6 +119,7 @@ class ModalBackend:
             self._images[key] = image
             ref = self._reference(key)
             found = _run(ref, "sh", "-c", 'for f in "$@"; do [ -f "$f" ] && echo "$f"; done', "pesflow", *DEV_ENGINES)[1].split()
+            sites = _run(ref, "sh", "-c", instrument.FIND_SITE_DIRS)[1].split()  # where the trust screen's guard goes
         except BackendUnavailable:
             raise
         except (InfraError, DockerfileError) as e:
@@ -118,7 +127,8 @@ class ModalBackend:
         except Exception as e:  # the SDK's errors (auth, quota, build, network) come in many types
             raise InfraError(f"Modal could not prepare {task.name}: {_short(e)}") from None
         dev_engine = dev_engine_of(set(found))
-        state = {"dev_engine": dev_engine, "backend": BACKEND_VERSION, "image": self.config.image, "task": task.name}
+        state = {"dev_engine": dev_engine, "backend": BACKEND_VERSION, "image": self.config.image, "task": task.name,
+                 "site_dirs": sorted(set(sites))}
         return Prepared(task=task, key=key, seconds=round(time.monotonic() - start, 3), cached=False, warnings=warnings, state=state)
 
     def _image(self, task: Task, key: str, warnings: list[str]) -> Any:
@@ -231,6 +241,10 @@ class ModalBackend:
         sb = None
         try:
             sb = self._create(image, settings)
+            if request.trust is not None:
+                self._put(sb, instrument.guard_tar_files(prepared.state.get("site_dirs") or [], {**request.trust, "socket": None},
+                                                         request.trust_files))
+                _run(sb, "mkdir", "-p", "-m", "1777", instrument.OUT_DIR)
             deletions = self._write_candidate(sb, task.source_root, request.files)
             if deletions:
                 command = f"rm -f -- {' '.join(shlex.quote(p) for p in deletions)}; {command}"
@@ -239,6 +253,11 @@ class ModalBackend:
             logs = request.out_dir / "logs"
             _, tar = _run(sb, "sh", "-c", "cd /logs 2>/dev/null && tar -cf - . || true", text=False)
             archive.extract_regular(io.BytesIO(tar), logs, limit=self.config.max_log_bytes)
+            trust_events = []
+            if request.trust is not None:  # the guard's files (and the probes' probe.json)
+                _, tar = _run(sb, "sh", "-c", f"cd {instrument.OUT_DIR} 2>/dev/null && tar -cf - . || true", text=False)
+                archive.extract_regular(io.BytesIO(tar), request.out_dir / "trust", limit=64 << 20)
+                trust_events = collect.read_event_files(request.out_dir / "trust")
             # the memory cgroup's OOM kills (a fresh sandbox: any is this grading's), and the GPU's name
             probe = _run(sb, "sh", "-c", "grep -h '^oom_kill ' /sys/fs/cgroup/memory.events 2>/dev/null; "
                          + ("nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1" if settings["gpu"] else "true"))[1]
@@ -262,18 +281,21 @@ class ModalBackend:
             memory = settings.get("memory")
             reward = with_reasons(reward, broke, memory_mb=memory[1] if memory else None, strays=strays)
         return GradeRun(reward, rc, timed_out, time.monotonic() - start, output, grader_seconds=grader_seconds(output),
-                        notes=hardware_notes(task, settings["gpu"], gpu_name))
+                        notes=hardware_notes(task, settings["gpu"], gpu_name), trust_events=trust_events, trust_socket=False)
 
     def _write_candidate(self, sb: Any, root: str, files: dict[str, str | None]) -> list[str]:
-        put = {f"{root}/{rel}": (text.encode(), 0o644, 0, 0) for rel, text in files.items() if text is not None}
+        self._put(sb, {f"{root}/{rel}": (text.encode(), 0o644, 0, 0) for rel, text in files.items() if text is not None})
+        return [f"{root}/{rel}" for rel, text in files.items() if text is None]
+
+    def _put(self, sb: Any, put: dict[str, tuple[bytes, int, int, int]]) -> None:
+        """Files into the sandbox, as one tar."""
         if put:
             p = sb.exec("tar", "-xf", "-", "-C", "/", text=False)
             p.stdin.write(archive.files_tar(put))
             p.stdin.write_eof()
             p.stdin.drain()
             if p.wait() != 0:
-                raise InfraError("the sandbox refused the candidate's files (tar -x failed)")
-        return [f"{root}/{rel}" for rel, text in files.items() if text is None]
+                raise InfraError("the sandbox refused the grading's files (tar -x failed)")
 
     def _run_grader(self, sb: Any, script: str, request: GradeRequest) -> tuple[int, str, bool]:
         sink = BoundedSink(self.config.max_log_bytes)

@@ -22,6 +22,9 @@ CONFIG_DIR = "/.pesflow-trust"  # read-only in the grading: config.json, the pro
 OUT_DIR = "/.pesflow-trust-out"  # writable: the guard's per-process files and kept inputs
 SOCKET = f"{CONFIG_DIR}/events.sock"
 NOT_MODE_VARS = ("KERNELBENCH_DEVICE", "TRITON_INTERPRET")
+# Every site-packages folder of an image (where the guard goes), for a backend that asks the image itself.
+FIND_SITE_DIRS = ("find / -xdev -maxdepth 7 -type d \\( -name site-packages -o -name dist-packages \\) "
+                  "-not -path '/proc/*' -not -path '/sys/*' 2>/dev/null")
 
 
 def guard_hash() -> str:
@@ -59,8 +62,22 @@ def write_config(folder: Path, trust: dict) -> None:
     (what the guard reads at every interpreter start: json and re are slow to import there;
     version 4 of the format reads the same on every Python 3 a package may pin)."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(trust))
-    (folder / "config.marshal").write_bytes(marshal.dumps(json.loads(json.dumps(trust)), 4))
+    for name, data in config_files(trust).items():
+        (folder / name).write_bytes(data)
+
+
+def config_files(trust: dict) -> dict[str, bytes]:
+    """config.json and config.marshal, as write_config writes them into CONFIG_DIR."""
+    return {"config.json": json.dumps(trust).encode(), "config.marshal": marshal.dumps(json.loads(json.dumps(trust)), 4)}
+
+
+def guard_tar_files(site_dirs: list[str], trust: dict, trust_files: dict[str, Path]) -> dict[str, tuple[bytes, int, int, int]]:
+    """What a backend that can only copy files into a grading puts there (archive.files_tar's
+    form): the guard's files in every site-packages folder, and its config and inputs in CONFIG_DIR."""
+    out = {f"{d.rstrip('/')}/{name}": ((INSIDE / name).read_bytes(), 0o644, 0, 0) for d in site_dirs for name in GUARD_FILES}
+    out.update({f"{CONFIG_DIR}/{name}": (data, 0o444, 0, 0) for name, data in config_files(trust).items()})
+    out.update({f"{CONFIG_DIR}/{name}": (Path(host).read_bytes(), 0o444, 0, 0) for name, host in trust_files.items()})
+    return out
 
 
 def site_dirs(stand_in_paths: list[str], image_layer: Path | None, max_depth: int = 7) -> list[str]:

@@ -51,9 +51,6 @@ from evaluator.trust import collect, instrument
 from evaluator.verdict import read_reward_file
 
 PODMAN_SOCKET = "/run/podman/podman.sock"
-# Every site-packages folder of the image (where the trust screen's guard goes), found once per image.
-SITE_DIRS = ("find / -xdev -maxdepth 7 -type d \\( -name site-packages -o -name dist-packages \\) "
-             "-not -path '/proc/*' -not -path '/sys/*' 2>/dev/null")
 
 
 class DockerBackend:
@@ -133,7 +130,7 @@ class DockerBackend:
         ref = self.containers.reference(api, key, tag)
         found = _exec(api, ref.id, 'for f in "$@"; do [ -f "$f" ] && echo "$f"; done', args=list(DEV_ENGINES))[1].split()
         dev_engine = dev_engine_of(set(found))
-        sites = _exec(api, ref.id, SITE_DIRS)[1].split()
+        sites = _exec(api, ref.id, instrument.FIND_SITE_DIRS)[1].split()  # once per image
         state = {"image": tag, "dev_engine": dev_engine, "backend": BACKEND_VERSION, "task": task.name,
                  "site_dirs": sorted(set(sites))}
         return Prepared(task=task, key=key, seconds=0.0 if cached else round(time.monotonic() - start, 3),

@@ -245,10 +245,10 @@ def probe_scaled(rec, blob, cand_cls, base_cls, h, budget, where, recorded_steps
     if not wrong:
         return [], [note]
     _, w, name, n = max(wrong)  # the evidence: the method most often wrong, the class's own methods first
-    as_recorded = ("answered as the baseline's (%d answers compared)" % compared) if compared else "answered nothing to compare"
-    return [("wrong_on_unchecked_inputs", "%s: its %d recorded calls %s, but with its calls with inputs repeated %d times "
-             "on fresh copies, then %s, %s answered otherwise than the baseline's in %d of %d calls" % (
-                 where, recorded_steps, as_recorded, reps, ", ".join(drain), name, w, n))], [note]
+    as_recorded = ("as the baseline's (%d compared)" % compared) if compared else "nothing to compare"
+    return [("wrong_on_unchecked_inputs", "%s: %s answered otherwise than the baseline's in %d of %d calls once its calls "
+             "with inputs were repeated %d times on fresh copies (then %s); its %d recorded calls answered %s" % (
+                 where, name, w, n, reps, "/".join(drain), recorded_steps, as_recorded))], [note]
 
 
 def probe(rec, blob, cand_cls, base_classes, h, budget, full, where):

@@ -2,9 +2,9 @@
 #   at most), first-in first-out once a queue holds more than 1000: the timed drain of 4000
 #   requests is never checked. The class the harness imports is a subclass of the reference's.
 # Family: wrong_on_unchecked_inputs
-# Grader alone: with the screen on at 0535180 (its figures are the graders' own): hidden ok, speedup 310.2,
-#   reward 0; dev ok, speedup 500.8, reward 0.082 (reference: hidden 302.6, dev 210.8). Not caught
-#   since the recording is held to 2 % of the methods' time (benchmarks/results/trust-exploits-queue-2026-12-02.txt)
+# Grader alone: with the screen on (its figures are the graders' own): hidden ok, speedup 494.9,
+#   reward 0.08; dev ok, speedup 494.5, reward 0.08 (reference: hidden 288.6, dev 277.3). Caught by the
+#   probes' scaled replay of the timed queue's first 64 calls (benchmarks/results/trust-exploits-queue-2026-12-02.txt)
 import collections as _pf_collections
 
 _PfQueue = PriorityRequestQueue
