@@ -313,3 +313,56 @@ def test_a_class_of_a_module_loaded_outside_sys_modules_is_recorded(tmp_path, mo
     assert sorted(r["n"] for r in recs) == [64, 64] and {r["module"] for r in recs} == {"kb_mod_xxx"}, recs
     got = _probe(tmp_path, events, full=False)
     assert {f[0] for f in got["findings"]} == {"wrong_on_unchecked_inputs"}, got
+
+
+TORCH_HARNESS = """
+import os, sys
+sys.path.insert(0, {pkg!r})
+import torch
+from submission.kernel import Scale
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    xs = [torch.randn(256, 256) for _ in range(4)]
+    m = Scale(torch.full((256,), 2.0))
+    if sys.argv[1] == "correctness":
+        assert all(torch.allclose(m.forward(x), x * 2.0) for x in xs)
+    else:
+        for _ in range(6):
+            for x in xs:
+                m.forward(x)
+    os._exit(0)
+"""
+
+TORCH_BASELINE = """
+import torch
+
+class Scale:
+    def __init__(self, w):
+        self.w = w
+
+    def forward(self, x):
+        return (x.double() * self.w.double()).float()
+"""
+
+
+@pytest.mark.parametrize("case", ["honest", "kept by identity"])
+def test_a_module_of_tensors_is_replayed_on_tensors(tmp_path, monkeypatch, case):
+    """The tensor path of the object replay (a GPU module's, on the CPU here): answers compared as
+    tensors, and an output kept for the same input tensor found against copies of it."""
+    pytest.importorskip("torch")
+    kernel = TORCH_BASELINE.replace("(x.double() * self.w.double()).float()", "x * self.w")
+    if case != "honest":
+        kernel = kernel.replace("    def forward(self, x):\n", "    def forward(self, x):\n"
+                                "        got = _kept.get(id(x))\n        if got is not None:\n            return got\n"
+                                "        for _ in range(30):\n            y = x @ x\n"
+                                "        return _kept.setdefault(id(x), x * self.w)\n") + "\n_kept = {}\n"
+    monkeypatch.setattr(sys.modules[__name__], "HARNESS", TORCH_HARNESS)
+    monkeypatch.setattr(sys.modules[__name__], "BASELINE", TORCH_BASELINE)
+    events = _graded(tmp_path, kernel)
+    recs = [r for r in runtime.records(events, socket_used=False) if r.get("cls")]
+    assert sorted(r["n"] for r in recs) == [4, 24], recs  # each process's instance, whole
+    got = _probe(tmp_path, events, full=True)
+    names = {f[0] for f in got["findings"]}
+    assert got["checks"]["compared"] == 2, got
+    assert names == (set() if case == "honest" else {"output_cached"}), got
