@@ -434,7 +434,6 @@ def test_the_trust_guard_goes_in_and_what_it_saw_comes_back(rec, tmp_path):
     assert config["socket"] is None and config["candidate_paths"] == {"toy/kernel.py": "/app/repo/toy/kernel.py"}
     assert (Path(v.log_dir) / "trust").is_dir() and any((Path(v.log_dir) / "trust").glob("events-*.jsonl"))
     # an honest grading's guard says nothing against it
-    rec.trust_out = {}
     guarded(tmp_path / "h", "def entry(x):\n    return x\n")
     rec.trust_out = {p.name: p.read_bytes() for p in (tmp_path / "h" / "out").glob("events-*.jsonl")}
     v = ev.evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FAST + "# honest\n"}), grader="hidden")

@@ -29,9 +29,9 @@ A GPU grading sent here never reads the driver's GPUs (capabilities: gpus="remot
 The trust screen's guard (evaluator/trust/instrument.py) goes in with the candidate's files: its
 files into every site-packages folder of the image (found at prepare), its config and the
 probes' inputs into /.pesflow-trust; the guard's event files come back from /.pesflow-trust-out.
-No socket reaches this side from a sandbox, so the events are the files alone (a candidate that
-rewrites them leaves the guard silent, itself a reason). The probes run as a grading of their
-own in a fresh sandbox of the same image.
+No socket reaches this side from a sandbox, so the events are the files alone: the guard names
+candidate code that opens its folders (guard_evasion), but a process it does not watch could
+rewrite them (README). The probes run as a grading of their own in a fresh sandbox of the same image.
 """
 
 from __future__ import annotations

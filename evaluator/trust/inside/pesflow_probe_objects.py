@@ -145,11 +145,10 @@ def _takes_nothing(fn):
     return all(p.default is not p.empty or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in ps)
 
 
-def drain_names(base_cls, cand_cls, blob, h):
+def drain_names(base_cls, cand_cls, calls, blob, h):
     """The methods a scaled replay drains the instance with: the harness's own calls without
     inputs, else the baseline's methods without inputs that answer with a value (each tried on
     an instance of its own, grown by one round of the recorded calls)."""
-    calls = h["loads"](blob)["calls"]
     names = []
     for name, a, k in calls:
         if not a and not k and name not in names:
@@ -165,7 +164,7 @@ def drain_names(base_cls, cand_cls, blob, h):
         out = scaled(base_cls, blob, h, [name], 1, drain_steps=1)
         if out and out[-1][0] == name and out[-1][1] is not None and out[-1][1] is not _RAISED and _small(out[-1][1]):
             kept.append(name)
-    return [n for n in names if n in kept]
+    return kept
 
 
 def scaled(cls, blob, h, drain, reps, steps=None, seconds=None, drain_steps=None):
@@ -231,16 +230,17 @@ def scaled_differences(cand_out, base_out, h):
 
 def probe_scaled(rec, blob, cand_cls, base_cls, h, budget, where, recorded_steps, compared):
     """(findings, notes) of the scaled replay of a recording cut short for its cost."""
-    hist = h["loads"](blob)
-    with_inputs = sum(1 for _, a, k in hist["calls"] if a or k)
+    calls = h["loads"](blob)["calls"]
+    with_inputs = sum(1 for _, a, k in calls if a or k)
     reps = min(_SCALE_CALLS // max(1, with_inputs), _SCALE_BYTES // max(1, len(blob)))
     if not with_inputs or reps < 2:
         return [], []
-    drain = drain_names(base_cls, cand_cls, blob, h)
+    drain = drain_names(base_cls, cand_cls, calls, blob, h)
     base_out = scaled(base_cls, blob, h, drain, reps, seconds=budget / 8)
     cand_out = scaled(cand_cls, blob, h, drain, reps, steps=len(base_out), seconds=budget / 4)
     per = scaled_differences(cand_out, base_out, h)
-    note = [rec["fn"], "scaled", reps, len(base_out), len(cand_out), drain, {k: list(v) for k, v in per.items()}]
+    note = {"fn": rec["fn"], "scaled": reps, "steps": [len(base_out), len(cand_out)], "drain": drain,
+            "compared": {k: list(v) for k, v in per.items()}}  # per method: [answers compared, answers that differ]
     wrong = [(name[:1] != "_", w, name, n) for name, (n, w) in per.items() if w * 2 > n and w >= 32]
     if not wrong:
         return [], [note]

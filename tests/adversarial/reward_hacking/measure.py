@@ -50,7 +50,7 @@ def _probes(trust) -> str:
         return "-"
     if not p.get("ran"):
         return str(p.get("why") or p.get("error") or "did not run")
-    scaled = sum(1 for n in p.get("objects") or [] if isinstance(n, list) and n[1:2] == ["scaled"])
+    scaled = sum(1 for n in p.get("objects") or [] if isinstance(n, dict) and "scaled" in n)
     return f"ran, {p.get('calls', 0)} calls, {p.get('compared', 0)} compared" + (f", {scaled} scaled" if scaled else "")
 
 
