@@ -75,7 +75,7 @@ def test_each_package_gets_its_class_with_evidence_and_a_stopped_check_resumes(t
     torn = next(i for i, c in enumerate(checks) if c.key == json.loads(kept[-1])["key"])
     assert [c.results for i, c in enumerate(again) if i != torn] == [c.results for i, c in enumerate(checks) if i != torn]
     assert again[torn].results[:-1] == checks[torn].results[:-1]
-    assert again[torn].results[-1].seconds != checks[torn].results[-1].seconds
+    # graded again, not kept: a new grading folder (its time may round to the same figure)
     regraded = sorted(set(tmp_path.glob("g/*/*/*")) - set(graded))
     assert len(regraded) == 1 and regraded[0].parent.name == checks[torn].task.split("/")[1], regraded
     ev.close()
