@@ -35,7 +35,8 @@ os._exit(0)
 """
 
 
-def guarded(tmp_path: Path, kernel: str, harness: str = HARNESS, argv: tuple[str, ...] = ("timing",)) -> list[dict]:
+def guarded(tmp_path: Path, kernel: str, harness: str = HARNESS, argv: tuple[str, ...] = ("timing",),
+            limits: dict | None = None) -> list[dict]:
     """Run `harness` under the guard with `kernel` as the candidate; the guard's events."""
     pkg = tmp_path / "repo"
     (pkg / "submission").mkdir(parents=True, exist_ok=True)
@@ -48,7 +49,7 @@ def guarded(tmp_path: Path, kernel: str, harness: str = HARNESS, argv: tuple[str
     cfg = {"candidate_paths": {"submission/kernel.py": str(pkg / "submission" / "kernel.py")},
            "candidate_hashes": {hashlib.sha256(src.encode()).hexdigest(): "submission/kernel.py"},
            "baseline_hashes": {}, "mode_vars": ["KERNELBENCH_VERIFY_MODE"], "out_dir": str(out), "record": True,
-           "source_root": str(pkg)}
+           "source_root": str(pkg), **(limits or {})}
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     (tmp_path / "harness.py").write_text(harness.format(pkg=str(pkg)))
     env = {**os.environ, "PESFLOW_TRUST_TEST_CONFIG": str(tmp_path / "config.json"), "PYTHONPATH": str(INSIDE),
@@ -136,6 +137,32 @@ def test_each_way_of_cheating_is_named_where_it_happens(tmp_path, kernel, family
     assert family in found, found
     if line:
         assert any(line in ev for ev in found[family]), found[family]
+
+
+LARGE_INPUTS = """
+import gc, os, sys, weakref
+sys.path.insert(0, {pkg!r})
+import numpy as np
+import submission.kernel as k
+small = np.arange(100, dtype=np.int64)
+k.entry(small)
+big = np.zeros(1 << 18)  # 2 MiB: over the record limit below
+held = weakref.ref(big)
+out = k.entry(big)
+del big, out
+gc.collect()
+os._exit(3 if held() is not None else 0)  # 3: the guard kept the large input alive
+"""
+
+
+def test_an_input_too_large_to_keep_is_neither_held_nor_pickled(tmp_path):
+    # Found on the benchmark: a grader timed on 4 GB GPU tensors; the guard held them (memory the
+    # grader measures) and pickled each at exit only to refuse it (50 s of a 338 s grading).
+    events = guarded(tmp_path, "def entry(x):\n    return x * 2\n", LARGE_INPUTS, limits={"max_record_bytes": 1 << 20})
+    skipped = [e for e in events if e["kind"] == "record_skipped"]
+    assert [(e["fn"], e["why"]) for e in skipped] == [("entry", "too large")]
+    end = [e for e in events if e["kind"] == "end"][0]
+    assert [r["size"] < 1 << 20 for r in end["records"]] == [True], "the small input is still kept"
 
 
 def test_threads_left_running_call_after_call_are_named_and_a_joined_pool_is_not(tmp_path):

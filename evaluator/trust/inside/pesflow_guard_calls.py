@@ -18,6 +18,7 @@ def install(g):
     spent = [0.0]  # the guard's own time in sampled calls (its figure, reported at exit)
     kept = {}
     kept_ids = set()
+    too_large = set()  # entry points that had an input too large to keep (never pickled, never held)
 
     def kind(v, depth=0):
         """Plain values (numbers, arrays, tensors, containers of them) or the name of what is not."""
@@ -42,6 +43,28 @@ def install(g):
         if defined_by_candidate(v) or isinstance(v, (types.GeneratorType, types.CoroutineType, types.FunctionType, map, filter, zip)):
             return "%s.%s" % (mod, t.__qualname__)
         return None
+
+    def rough_size(v, depth=0):
+        """About the bytes a pickle of `v` takes, without pickling it: the arrays and tensors in
+        it (a tensor pickles its whole storage). Pickling a large GPU input only to refuse it
+        cost a grading tens of seconds at exit, and keeping it held the memory it used."""
+        t = type(v)
+        if t in (bytes, str, bytearray):
+            return len(v)
+        if t in (tuple, list) or t is dict:
+            if depth > 4:
+                return 0
+            items = v.values() if t is dict else v
+            return sum(rough_size(x, depth + 1) for x in list(items)[:4096])
+        mod = (getattr(t, "__module__", "") or "").split(".")[0]
+        try:
+            if mod == "torch" and hasattr(v, "untyped_storage"):
+                return int(v.untyped_storage().nbytes())
+            if mod == "numpy" and hasattr(v, "nbytes"):
+                return int(v.nbytes)
+        except Exception:  # noqa: BLE001 - a tensor without storage (meta, fake): pickling decides
+            return 0
+        return 0
 
     import weakref  # noqa: PLC0415 - slow to import in every interpreter: only once the guard is on
     import pesflow_guard_objects  # noqa: PLC0415 - slow to import in every interpreter: only once the guard is on
@@ -73,7 +96,12 @@ def install(g):
             try:
                 kd = kind(out)  # pesflow decides whether it is lazy (the baseline may define the same class)
                 emit("call", role=role_name, fn=fid, n=i, returned=type(out).__name__, unplain=kd, threads_left=left)
-                if record and role_name == "candidate" and id(a) not in kept_ids:
+                big = record and role_name == "candidate" and id(a) not in kept_ids \
+                    and rough_size((a, k)) > cfg.get("max_record_bytes", 64 << 20)
+                if big and fid not in too_large:
+                    too_large.add(fid)  # said once: a timed pass repeats its large inputs
+                    emit("record_skipped", fn=fn.__name__, why="too large")
+                if record and role_name == "candidate" and id(a) not in kept_ids and not big:
                     mine = kept.setdefault(fid, [])
                     if len(mine) >= _KEEP:
                         old = mine.pop(0)
@@ -159,6 +187,10 @@ def install(g):
             rows += [(("candidate", getattr(m, "__file__", None), m.__name__, c.__qualname__, len(h["calls"]), h, None), c.__qualname__)
                      for m, c, h in kept_objects]
             for (role_name, file, modname, fname, i, a, k), cls in rows:
+                est = rough_size((a, k) if cls is None else a)  # never pickled only to be refused
+                if est > cfg.get("max_record_bytes", 64 << 20) or total + est > cfg.get("max_records_bytes", 256 << 20):
+                    emit("record_skipped", fn=fname, why="too large")
+                    continue
                 try:
                     blob = pickle.dumps((a, k) if cls is None else a, protocol=4)
                 except Exception as e:  # noqa: BLE001 - unpicklable inputs: no probe for this call
