@@ -8,7 +8,8 @@
 #   OUT=... JOB=cheats|check|both|overhead BUDGET_S=540 [SHARDS=3] [NAMES=file] [TASK=bench/dir] bash benchmarks/gpu/trust_gpu.sh
 # What is left is listed beside the last results: results-h200/2026-12-02-trust/next-unchecked.txt
 # (packages not checked yet: NAMES=) and next-alone.txt (anchor_differs rows to measure alone: SHARDS=1).
-# A row that needs more than one call: unpack each call's rest.tgz into .bench/resume/ before the next.
+# A row that needs more than one call: unpack each call's rest.tgz (or put its gradings.jsonl) into
+# .bench/resume/check-N/ before the next. Keep BUDGET_S under the call's limit_s (status: budget_left_s).
 set -u
 OUT="${OUT:?set OUT}"
 DEADLINE=$(( $(date +%s) + ${BUDGET_S:-540} ))
@@ -44,8 +45,17 @@ for i in $(seq 0 $((n - 1))); do
   timeout "$(( $(left) - 25 ))" python3 -m agent.cli tasks check "${shard[@]}" --tasks-root /tmp/bench/tasks "${SET[@]}" \
     --set "evaluator.local.cache_dir=/tmp/cache-$i" --out "/tmp/check-$i" > "/tmp/check-$i.txt" 2>&1 &
 done
-wait
+# what is done comes back even when the call is cut short (the device's limit can be shorter than
+# BUDGET_S when little device time is left): the rows and finished gradings, copied as they land
+( while sleep 15; do
+    cat /tmp/check-*/results.jsonl > "$OUT/results.part" 2>/dev/null; mv -f "$OUT/results.part" "$OUT/results.jsonl"
+    cat /tmp/check-*/gradings.jsonl > "$OUT/gradings.part" 2>/dev/null; mv -f "$OUT/gradings.part" "$OUT/gradings.jsonl"
+  done ) > /dev/null 2>&1 &
+copier=$!
+wait $(jobs -p | grep -vx "$copier")
+kill "$copier" 2>/dev/null
 cat /tmp/check-*/results.jsonl > "$OUT/results.jsonl" 2>/dev/null
+cat /tmp/check-*/gradings.jsonl > "$OUT/gradings.jsonl" 2>/dev/null
 cat "$OUT"/cheats-*.txt 2>/dev/null | grep -v '^pesflow: '
 grep -hv '^pesflow: ' /tmp/check-*.txt | tail -n 60
 # at most 8 files come back: the rest in one archive
