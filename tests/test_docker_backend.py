@@ -309,7 +309,13 @@ def test_tests_only_for_the_hidden_grader_read_only_and_no_network(dev):
     server.listen(1)
     port = server.getsockname()[1]
     accepted: list[object] = []
-    threading.Thread(target=lambda: accepted.append(server.accept()), daemon=True).start()
+
+    def accept() -> None:
+        try:
+            accepted.append(server.accept())
+        except OSError:  # the socket closed at the test's end with nobody connected: what it asserts
+            pass
+    threading.Thread(target=accept, daemon=True).start()
     code = (
         "import os, socket\n"
         "try:\n    open('/tests/ref_speedup.txt', 'w').write('1000'); w = 'wrote'\nexcept OSError as e:\n    w = type(e).__name__\n"
