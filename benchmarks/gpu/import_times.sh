@@ -2,7 +2,7 @@
 # How long a fresh python3 takes to import what a GPU probe loads, twice (the second warm); run on the GPU machine.
 for i in 1 2; do
 python3 - <<'PY'
-import time, importlib
+import time
 t=time.perf_counter(); import torch; a=time.perf_counter()-t
 t=time.perf_counter(); import triton; b=time.perf_counter()-t
 t=time.perf_counter(); import numpy; c=time.perf_counter()-t

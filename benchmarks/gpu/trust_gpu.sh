@@ -47,15 +47,14 @@ for i in $(seq 0 $((n - 1))); do
 done
 # what is done comes back even when the call is cut short (the device's limit can be shorter than
 # BUDGET_S when little device time is left): the rows and finished gradings, copied as they land
-( while sleep 15; do
-    cat /tmp/check-*/results.jsonl > "$OUT/results.part" 2>/dev/null; mv -f "$OUT/results.part" "$OUT/results.jsonl"
-    cat /tmp/check-*/gradings.jsonl > "$OUT/gradings.part" 2>/dev/null; mv -f "$OUT/gradings.part" "$OUT/gradings.jsonl"
-  done ) > /dev/null 2>&1 &
+copy_back() {
+  for f in results gradings; do cat /tmp/check-*/$f.jsonl > "$OUT/$f.part" 2>/dev/null; mv -f "$OUT/$f.part" "$OUT/$f.jsonl"; done
+}
+( while sleep 15; do copy_back; done ) > /dev/null 2>&1 &
 copier=$!
 wait $(jobs -p | grep -vx "$copier")
 kill "$copier" 2>/dev/null
-cat /tmp/check-*/results.jsonl > "$OUT/results.jsonl" 2>/dev/null
-cat /tmp/check-*/gradings.jsonl > "$OUT/gradings.jsonl" 2>/dev/null
+copy_back
 cat "$OUT"/cheats-*.txt 2>/dev/null | grep -v '^pesflow: '
 grep -hv '^pesflow: ' /tmp/check-*.txt | tail -n 60
 # at most 8 files come back: the rest in one archive

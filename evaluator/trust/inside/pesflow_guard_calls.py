@@ -96,23 +96,23 @@ def install(g):
             try:
                 kd = kind(out)  # pesflow decides whether it is lazy (the baseline may define the same class)
                 emit("call", role=role_name, fn=fid, n=i, returned=type(out).__name__, unplain=kd, threads_left=left)
-                big = record and role_name == "candidate" and id(a) not in kept_ids \
-                    and rough_size((a, k)) > cfg.get("max_record_bytes", 64 << 20)
-                if big and fid not in too_large:
-                    too_large.add(fid)  # said once: a timed pass repeats its large inputs
-                    emit("record_skipped", fn=fn.__name__, why="too large")
-                if record and role_name == "candidate" and id(a) not in kept_ids and not big:
-                    mine = kept.setdefault(fid, [])
-                    if len(mine) >= _KEEP:
-                        old = mine.pop(0)
-                        for j, r in enumerate(records):  # by identity: == on kept arrays is elementwise
-                            if r is old:
-                                del records[j]
-                                break
-                        kept_ids.discard(id(old[5]))
-                    kept_ids.add(id(a))
-                    mine.append([role_name, getattr(module, "__file__", None), module.__name__, fn.__name__, i, a, k])
-                    records.append(mine[-1])
+                if record and role_name == "candidate" and id(a) not in kept_ids:
+                    if rough_size((a, k)) > cfg.get("max_record_bytes", 64 << 20):
+                        if fid not in too_large:  # said once: a timed pass repeats its large inputs
+                            too_large.add(fid)
+                            emit("record_skipped", fn=fn.__name__, why="too large")
+                    else:
+                        mine = kept.setdefault(fid, [])
+                        if len(mine) >= _KEEP:
+                            old = mine.pop(0)
+                            for j, r in enumerate(records):  # by identity: == on kept arrays is elementwise
+                                if r is old:
+                                    del records[j]
+                                    break
+                            kept_ids.discard(id(old[5]))
+                        kept_ids.add(id(a))
+                        mine.append([role_name, getattr(module, "__file__", None), module.__name__, fn.__name__, i, a, k])
+                        records.append(mine[-1])
             finally:
                 local.busy = False
             sweep()
