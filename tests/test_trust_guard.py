@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,7 @@ os._exit(0)
 
 
 def guarded(tmp_path: Path, kernel: str, harness: str = HARNESS, argv: tuple[str, ...] = ("timing",),
-            limits: dict | None = None) -> list[dict]:
+            limits: dict | None = None, env: dict[str, str] | None = None) -> list[dict]:
     """Run `harness` under the guard with `kernel` as the candidate; the guard's events."""
     pkg = tmp_path / "repo"
     (pkg / "submission").mkdir(parents=True, exist_ok=True)
@@ -53,7 +54,7 @@ def guarded(tmp_path: Path, kernel: str, harness: str = HARNESS, argv: tuple[str
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     (tmp_path / "harness.py").write_text(harness.format(pkg=str(pkg)))
     env = {**os.environ, "PESFLOW_TRUST_TEST_CONFIG": str(tmp_path / "config.json"), "PYTHONPATH": str(INSIDE),
-           "KERNELBENCH_VERIFY_MODE": "candidate"}
+           "KERNELBENCH_VERIFY_MODE": "candidate", **(env or {})}
     # the .pth line is what site runs in a grading: `import pesflow_guard`
     r = subprocess.run([sys.executable, "-c", "import pesflow_guard, runpy, sys; sys.argv[:] = sys.argv[1:]; "
                         "runpy.run_path(sys.argv[0], run_name='__main__')", str(tmp_path / "harness.py"), *argv],
@@ -172,6 +173,72 @@ def test_threads_left_running_call_after_call_are_named_and_a_joined_pool_is_not
     pool = ("from concurrent.futures import ThreadPoolExecutor\n_pool = ThreadPoolExecutor(2)\n"
             "def entry(x):\n    parts = list(_pool.map(lambda h: h.cumsum(), [x[:1000], x[1000:]]))\n    return parts[0]\n")
     assert families(guarded(tmp_path / "pool", pool)) == {}
+
+
+# A file every later interpreter runs before the candidate's code (or instead of pesflow's
+# probe), written under a name built at run time: where nothing would attribute what it does.
+STARTUP_WRITES = {
+    "pth_by_open": "open(os.path.join(site.getusersitepackages(), 'a' + '.pth'), 'w').write('import os')",
+    "sitecustomize_by_replace": "t = os.path.join(D, 'tmp'); open(t, 'w').write('x = 1'); "
+                                "os.replace(t, os.path.join(D, 'sitecust' + 'omize.py'))",
+    "probe_by_pathlib": "pathlib.Path(D, base64.b64decode('cGVzZmxvd19wcm9iZS5weQ==').decode()).write_text('x = 1')",
+    "usercustomize_by_os_open": "os.close(os.open(os.path.join(D, 'usercust' + 'omize.py'), os.O_WRONLY | os.O_CREAT))",
+    "pth_by_shutil_copy": "shutil.copy(__file__, os.path.join(D, 'z.p' + 'th'))",
+    "pth_by_symlink": "os.symlink(__file__, os.path.join(D, 'y.p' + 'th'))",
+}
+
+
+@pytest.mark.parametrize("case", sorted(STARTUP_WRITES))
+def test_a_file_interpreters_run_at_start_written_by_the_candidate_is_guard_evasion(tmp_path, case):
+    d = tmp_path / "dest"
+    d.mkdir()
+    kernel = (f"import base64, os, pathlib, shutil, site\nD = {str(d)!r}\nos.makedirs(site.getusersitepackages(), exist_ok=True)\n"
+              f"{STARTUP_WRITES[case]}\ndef entry(x):\n    return x * 2\n")
+    found = families(guarded(tmp_path, kernel, env={"HOME": str(tmp_path / "home")}))
+    assert "guard_evasion" in found and any("kernel.py:4" in e for e in found["guard_evasion"]), found
+
+
+def test_honest_files_a_kernel_writes_are_not_startup_files(tmp_path):
+    # a JIT's generated module in a folder of its own, imported by path; an autotuning cache
+    kernel = ("import importlib.util, json, os, tempfile\nD = tempfile.mkdtemp()\n"
+              "open(os.path.join(D, 'gen_kernel.py'), 'w').write('def f(x):\\n    return x * 2\\n')\n"
+              "spec = importlib.util.spec_from_file_location('gen_kernel', os.path.join(D, 'gen_kernel.py'))\n"
+              "gen = importlib.util.module_from_spec(spec); spec.loader.exec_module(gen)\n"
+              "json.dump({'block': 64}, open(os.path.join(D, 'autotune.json'), 'w'))\n"
+              "def entry(x):\n    return gen.f(x)\n")
+    assert families(guarded(tmp_path, kernel, limits={"started": time.time()})) == {}
+
+
+PLANTED_FIRST = """
+import os, sys, time
+sys.path.insert(0, {pkg!r})
+open({pkg!r} + "/planted.py", "w").write("import time, builtins\\n_pc = time.perf_counter\\n"
+    "time.perf_counter = lambda: _pc() / 1000\\nbuiltins.len = lambda x, _l=len: _l(x)\\n")
+import planted  # what a sitecustomize the candidate wrote would do, before the candidate's code
+import numpy as np
+import submission.kernel as k
+k.entry(np.arange(10))
+os._exit(0)
+"""
+
+
+def test_a_clock_replaced_before_the_candidate_ran_by_code_the_grading_wrote_is_named(tmp_path):
+    found = families(guarded(tmp_path, "def entry(x):\n    return x * 2\n", PLANTED_FIRST, limits={"started": time.time()}))
+    assert any("time.perf_counter was already replaced" in e and "planted.py" in e for e in found.get("timer_replaced", [])), found
+    assert any("builtins.len was already replaced" in e for e in found.get("harness_patched", [])), found
+
+
+def test_a_harness_whose_own_files_stand_in_a_clock_is_not_named(tmp_path):
+    # a test harness freezing time for a scheduler under test: its files are the image's (older
+    # than the grading: `started` after them), so the stand-in clock is the harness's business
+    harness = HARNESS.replace("import numpy as np", "import numpy as np\ntime.time = lambda: 1000.0")
+    assert families(guarded(tmp_path, "def entry(x):\n    return x * 2\n", harness, limits={"started": time.time() + 3600})) == {}
+
+
+def test_a_harness_that_wraps_a_builtin_with_installed_code_is_not_named(tmp_path):
+    harness = HARNESS.replace("import numpy as np", "import numpy as np, functools, builtins\n"
+                              "builtins.print = functools.partial(print, flush=True)")
+    assert families(guarded(tmp_path, "def entry(x):\n    return x * 2\n", harness, limits={"started": time.time()})) == {}
 
 
 def test_without_a_config_the_guard_does_nothing(tmp_path):

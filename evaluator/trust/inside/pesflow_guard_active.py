@@ -12,7 +12,7 @@ grader. Standard library only; Python 3.8+.
 """
 
 _STDLIB_HOPS = ("/inspect.py", "/traceback.py", "/os.py", "/_collections_abc.py", "/pathlib.py", "/io.py",
-                "/codecs.py", "/genericpath.py", "/posixpath.py", "/functools.py")
+                "/codecs.py", "/genericpath.py", "/posixpath.py", "/functools.py", "/shutil.py")
 
 
 def install(s):  # noqa: C901 - one closure so that no module global can switch it off
@@ -120,7 +120,17 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
     # ------------------------------------------------------------ audit events
     interesting = frozenset({"open", "sys._getframe", "sys._current_frames", "sys._getframemodulename", "gc.get_objects",
                              "gc.get_referrers", "gc.get_referents", "object.__setattr__", "object.__delattr__", "import",
-                             "os.exec", "os.posix_spawn", "subprocess.Popen", "os.spawn"})
+                             "os.exec", "os.posix_spawn", "subprocess.Popen", "os.spawn", "os.rename", "os.link",
+                             "os.symlink"})
+    writes = os.O_WRONLY | os.O_RDWR | os.O_CREAT
+
+    def startup_file(path):
+        """A file an interpreter runs before (or instead of) pesflow's code when it starts: a .pth,
+        site/user customization, or one named as pesflow's own modules (the probe's among them)."""
+        if isinstance(path, bytes):
+            path = path.decode(errors="replace")
+        name = os.path.basename(path) if isinstance(path, str) else ""
+        return name.endswith(".pth") or name in ("sitecustomize.py", "usercustomize.py") or name.startswith("pesflow_")
 
     def blame(family, evidence, hops=False, limit=8):
         """The finding, at the frame that raised this event if that frame is the candidate's
@@ -138,6 +148,11 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
             return
         if event == "open":
             path = args[0]
+            mode, flags = (args[1], args[2]) if len(args) > 2 else (None, 0)
+            if ((isinstance(mode, str) and ("w" in mode or "a" in mode or "x" in mode or "+" in mode))
+                    or (mode is None and isinstance(flags, int) and flags & writes)) and startup_file(path):
+                blame("guard_evasion", "wrote %s, a file interpreters run at start" % os.fsdecode(path), hops=True, limit=12)
+                return
             if isinstance(path, bytes):
                 path = path.decode(errors="replace")
             if isinstance(path, str) and (path.startswith(("/proc/", "/tests", "/logs/verifier", "/opt/loop", "/.pesflow-trust")) or not path.startswith("/")):
@@ -188,6 +203,10 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
             finally:
                 local.busy = False
             return
+        if event in ("os.rename", "os.link", "os.symlink"):  # (src, dst, ...): a file put in place under a startup name
+            if len(args) > 1 and isinstance(args[1], (str, bytes)) and startup_file(args[1]):
+                blame("guard_evasion", "wrote %s, a file interpreters run at start" % os.fsdecode(args[1]), hops=True, limit=12)
+            return
         if event == "import" and args and str(args[0]).startswith("pesflow_"):
             blame("guard_evasion", "imported " + args[0], hops=True, limit=12)
             return
@@ -237,9 +256,12 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
                 watch(mod)
         except Exception:  # noqa: BLE001 - a module that cannot be looked at is not the harness's
             pass
-    watch(sys.modules["builtins"])
-    watch(clock, [k for k in vars(clock) if k in _TIMER_NAMES])
-    for name in ("pesflow_guard", __name__, "pesflow_guard_watch", "pesflow_guard_calls", "pesflow_guard_objects"):
+    check_first_sight = g["check_first_sight"]
+    for mod, attrs in ((sys.modules["builtins"], None), (clock, [k for k in vars(clock) if k in _TIMER_NAMES])):
+        check_first_sight(mod, attrs if attrs is not None else list(vars(mod)))
+        watch(mod, attrs)
+    for name in ("pesflow_guard", __name__, "pesflow_guard_watch", "pesflow_guard_calls", "pesflow_guard_objects",
+                 "pesflow_probe", "pesflow_probe_objects"):
         me = sys.modules.get(name)
         if me is not None:
             watch(me)  # a write to the guard's own modules is named too

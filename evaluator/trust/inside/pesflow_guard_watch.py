@@ -11,6 +11,7 @@ _TIMER_MODULES = ("time", "timeit", "torch.cuda", "triton.testing", "torch.utils
 _WATCHED_MODULES = ("time", "timeit", "builtins", "torch", "torch.cuda", "triton", "triton.testing", "numpy",
                     "numpy.testing", "torch.testing", "gc", "inspect", "os", "sys")
 EXPORTS = ("defined_by_candidate", "harness_module", "family_for", "note_write", "Watched", "watch", "sweep", "cand_seen",
+           "check_first_sight",
            "reads_argv", "Argv", "OrigArgv", "grader_var", "env_class", "TIMER_NAMES")
 TIMER_NAMES = _TIMER_NAMES
 
@@ -49,7 +50,9 @@ def install(g):
         if not fn or role(fn) is not None or name.startswith("pesflow_"):
             return False
         real = real_of(fn)
-        return not (real.startswith(system_roots) or "/site-packages/" in real or "/dist-packages/" in real)
+        # code written during the grading (a JIT's or the candidate's generated module) is not the grader's
+        return not (real.startswith(system_roots) or "/site-packages/" in real or "/dist-packages/" in real
+                    or (planted(fn) and not real.startswith(("/tests/", "/opt/loop/"))))
 
     source_root = (g["cfg"].get("source_root") or "/app/repo").rstrip("/") + "/"
 
@@ -138,7 +141,9 @@ def install(g):
             for modname in ("time", "timeit", "torch.cuda", "triton.testing", "builtins"):
                 mod = sys.modules.get(modname)
                 if mod is not None and id(mod) not in watched_ids:
-                    watch(mod, [k for k in vars(mod) if k in _TIMER_NAMES] if modname != "builtins" else None)
+                    attrs = [k for k in vars(mod) if k in _TIMER_NAMES] if modname != "builtins" else list(vars(mod))
+                    check_first_sight(mod, attrs)
+                    watch(mod, attrs if modname != "builtins" else None)
             main = sys.modules.get("__main__")
             if main is not None and harness_module(main):
                 watch(main)
@@ -153,6 +158,67 @@ def install(g):
             local.busy = False
 
     cand_seen = [False]
+
+    # ------------------------------------------------------------ replaced before the guard came on
+    started = float(g["cfg"].get("started") or 0)  # when the grading began (host clock: one kernel)
+
+    def origin(value):
+        """The file of the Python code behind `value` (a function, method, wrapper, class or
+        instance); None for C code."""
+        for obj in (value, getattr(value, "__func__", None), getattr(value, "__wrapped__", None), getattr(value, "func", None)):
+            code = getattr(obj, "__code__", None)
+            if code is not None:
+                return code.co_filename
+        cls = value if isinstance(value, type) else type(value)
+        mod = sys.modules.get(getattr(cls, "__module__", "") or "")
+        fn = getattr(mod, "__file__", None) if mod is not None else None
+        if fn:
+            return fn
+        for attr in list(getattr(cls, "__dict__", {}).values())[:32]:
+            code = getattr(attr, "__code__", None)
+            if code is not None:
+                return code.co_filename
+        return None
+
+    def planted(filename):
+        """Code the grading itself wrote (a file the candidate's code put on the interpreter's
+        path runs before the candidate's own, where nothing attributes it): a file written since
+        the grading began, one gone since, or code from no file at all."""
+        if not filename or filename.startswith("<frozen"):
+            return False
+        if filename.startswith("<"):
+            return True
+        real = real_of(filename)
+        if real.startswith(system_roots) or "/site-packages/" in real or "/dist-packages/" in real:
+            return False  # the interpreter's own and installed packages: the image's, whatever their times say
+        try:
+            return bool(started) and os.stat(real).st_ctime > started
+        except OSError:
+            return True
+
+    def check_first_sight(mod, attrs):
+        """Clocks and builtins as the guard first sees them in this process: one whose code was
+        planted by the grading was replaced before the candidate's first line ran (a
+        sitecustomize or a shadowing module the candidate wrote for the interpreters after it)."""
+        name = getattr(mod, "__name__", "?")
+        d = getattr(mod, "__dict__", {})
+        for k in attrs:
+            v = d.get(k)
+            if v is None or isinstance(v, types.ModuleType):  # timeit.time: the module, not a clock
+                continue
+            if getattr(v, "__self__", None) is mod and getattr(v, "__name__", None) == k or (
+                    isinstance(v, type) and v.__module__ == name == "builtins"):
+                continue  # the module's own C function, or a builtin type: what it always was
+            # one of the module's clocks under another's name; else code the grading wrote (a
+            # harness's own stand-in clock, in its read-only files, is the harness's business)
+            swapped = getattr(v, "__self__", None) is mod and name == "time"
+            values = [v] + ([getattr(v, a, None) for a in _TIMER_NAMES if a in getattr(v, "__dict__", {})]
+                            if isinstance(v, type) else [])
+            where = next((origin(x) for x in values if x is not None and planted(origin(x))), None)
+            if (swapped or where) and not defined_by_candidate(v):
+                finding(family_for(name, k) if name != "builtins" else "harness_patched",
+                        "%s.%s was already replaced when the candidate's code first ran (now %s from %s)"
+                        % (name, k, getattr(v, "__qualname__", type(v).__name__), where or origin(v) or "C code"))
 
     # ------------------------------------------------------------ argv and the grader's variables
     def reads_argv(what, named=None):

@@ -43,7 +43,8 @@ class Entry:
 
     @property
     def families(self) -> tuple[str, ...]:
-        return tuple(f.strip() for f in (self.fields.get("family") or "").split("|") if f.strip())
+        # each a family's name; words after the last one (a note on the lines below) are no family
+        return tuple(f.split()[0] for f in (self.fields.get("family") or "").split("|") if f.strip())
 
     @property
     def id(self) -> str:
