@@ -231,6 +231,7 @@ class Evaluator:
             # while it was graded is probed as it was graded, not as it left itself
             config, tfiles = restore_files(g, config, tfiles)
             return backend_prober(config, tfiles, command, limit)
+        prober.same_sandbox = getattr(backend_prober, "same_sandbox", False)  # type: ignore[attr-defined]
 
         task, figure = g.task, v.speedup if v.speedup is not None else (v.dev.value if v.dev else None)
         v.trust = self.trust.judge(

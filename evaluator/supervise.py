@@ -79,7 +79,7 @@ def supervised_command(command: str, *, proc: Path, status: Path, python: str, c
                        max_file_bytes: int, max_total_bytes: int, scratch: Path | None = None,
                        stray_grace: float = 2.0, results: list[Path] = (),  # type: ignore[assignment]
                        bulk_copy: list[tuple[Path, Path]] = (), bulk_bytes: tuple[int, int] = (64 << 20, 256 << 20),  # type: ignore[assignment]
-                       follow: Path | None = None) -> str:
+                       follow: Path | None = None, warm: str | None = None) -> str:
     """Shell lines that run `command` (a chroot line) as the child of the namespace's init,
     which stays to: note the grader's exit and time in `status` (a host file the grader
     cannot see), name the processes that outlived it by more than `stray_grace` seconds
@@ -93,7 +93,13 @@ def supervised_command(command: str, *, proc: Path, status: Path, python: str, c
     With `follow` (a host folder), the init then says `graded RC` on its pipe and runs each
     follow-up the host asks for: `follow/command` as the child (same environment of mounts,
     limits and scratch), its notes in `follow/status`, everything killed after it, then the
-    `follow/copy` pairs copied out, and `ran RC` said; until the host says `end`."""
+    `follow/copy` pairs copied out, and `ran RC` said; until the host says `end`.
+
+    With `warm` (a chroot line, with `follow`), the warm probe (trust/inside/pesflow_probe_warm.py)
+    starts first: once it says it is out of the grader's reach (`shielded` in `follow/warm.status`)
+    its pid and start time go to `follow/warm.pid` and the grader starts; it is no stray, and the
+    reap after the grader spares it (everything else stopped, then killed) for the first
+    follow-up, which `warm_go_lines` hands the probes to."""
     proc_glob = f"{q(proc)}/[0-9]*"
     pairs = " ".join(f"{q(a)} {q(b)}" for a, b in copy_out)
     tick = q(status.with_name(status.name + ".tick"))
@@ -103,15 +109,20 @@ def supervised_command(command: str, *, proc: Path, status: Path, python: str, c
     # the grader's child holds no pipe of the host's: only this init can say a phase is over
     close_ctl = f" {{{CTL_WRITE}}}>&- {{{CTL_READ}}}<&-" if follow else ""
     follow_lines = _follow_lines(follow, python, bulk_bytes, close_ctl) if follow else ""
+    warm_lines = _warm_lines(follow, warm, close_ctl) if follow and warm else 'W=""\n'
     return f"""set +e
 S={q(status)}
 note() {{ printf '%s\\n' "$@" >> "$S"; }}
 # a fifo nobody writes: `read -t` on it is a sleep that starts no process (which would count)
 mkfifo {tick} && exec 9<>{tick}
+# a process's start time (clock ticks since boot): with its pid, what no later process can take over
+start_of() {{ local st; read -r st 2>/dev/null < "{q(proc)}/$1/stat" || return 1; st=${{st##*) }}; set -- $st; echo "${{20}}"; }}
+is_warm() {{ [ -n "$W" ] && [ "$1" = "$W" ] && [ "$(start_of "$1")" = "$WS" ]; }}
 alive() {{
   local p st
   for p in {proc_glob}; do
     [ "${{p##*/}}" = 1 ] && continue
+    is_warm "${{p##*/}}" && continue
     st=""; read -r st 2>/dev/null < "$p/stat"; st=${{st##*) }}; st=${{st%% *}}
     [ -n "$st" ] && [ "$st" != Z ] && return 0
   done
@@ -127,9 +138,36 @@ reap() {{
     wait 2>/dev/null
   done
 }}
+# the same, sparing the warm probe: everything else stopped first (a stopped process cannot
+# fork), then killed; the orphans bash reaps as they die (a bare `wait` would wait for it)
+reap_but_warm() {{
+  is_warm "$W" || {{ reap; return; }}
+  local i=0 p n st busy
+  while :; do
+    kill -STOP -1 2>/dev/null; kill -CONT "$W" 2>/dev/null
+    busy=0
+    for p in {proc_glob}; do
+      n=${{p##*/}}; [ "$n" = 1 ] && continue; is_warm "$n" && continue
+      st=""; read -r st 2>/dev/null < "$p/stat"; st=${{st##*) }}; st=${{st%% *}}
+      case "$st" in T|t|Z|X|"") ;; *) busy=1 ;; esac
+    done
+    i=$((i+1)); {{ [ "$busy" = 0 ] || [ "$i" -gt 50 ]; }} && break
+  done
+  i=0
+  while :; do
+    left=0
+    for p in {proc_glob}; do
+      n=${{p##*/}}; [ "$n" = 1 ] && continue; is_warm "$n" && continue
+      kill -9 "$n" 2>/dev/null; left=$((left+1))
+    done
+    i=$((i+1)); [ "$left" = 0 ] && break
+    [ "$i" -gt 2000 ] && {{ note "unreaped=$left"; break; }}
+    read -r -t 0.005 -u 9 _
+  done
+}}
 wind_up() {{
   trap '' USR1
-  reap
+  if [ -n "$1" ]; then reap_but_warm; else reap; fi
   {q(python)} -I -S -c {q(_COPY_OUT)} "$S" {q(scratch or '')} {int(max_file_bytes)} {int(max_total_bytes)} {q(chr(10).join(map(str, results)))} {pairs}
   {bulk}
 }}
@@ -137,7 +175,7 @@ trap 'note stopped=1; wind_up; exit 137' USR1
 # Only the grading itself can signal this init (the host sends USR1 alone): noted as tampering,
 # and the grader is waited for all the same. Caught, not ignored, so the grader gets defaults.
 for s in INT TERM HUP QUIT USR2 ALRM; do trap "note signalled=$s" "$s"; done
-note "grader_start=$EPOCHREALTIME"
+{warm_lines}note "grader_start=$EPOCHREALTIME"
 ( exec 9>&-{close_ctl}; {command} ) &
 g=$!
 wait "$g"
@@ -150,6 +188,7 @@ strays=()
 for p in {proc_glob}; do
   n=${{p##*/}}
   [ "$n" = 1 ] && continue
+  is_warm "$n" && continue
   st=""; c="?"
   read -r st 2>/dev/null < "$p/stat"; st=${{st##*) }}; st=${{st%% *}}
   [ -z "$st" ] || [ "$st" = Z ] && continue
@@ -157,7 +196,7 @@ for p in {proc_glob}; do
   strays+=("$n:${{c//[^A-Za-z0-9._-]/_}}")
 done
 [ "${{#strays[@]}}" -gt 0 ] && note "strays=${{strays[*]:0:20}}"
-wind_up
+wind_up {"spare" if follow and warm else ""}
 {follow_lines}exit "$rc"
 """
 
@@ -180,6 +219,45 @@ while read -r -u "${CTL_READ}" cmd && [ "$cmd" = run ]; do
   {q(python)} -I -S -c {q(_COPY_OUT)} "$S" '' {int(bulk_bytes[0])} {int(bulk_bytes[1])} '' @{f}/copy
   printf 'ran %s\\n' "$r" >&"${CTL_WRITE}"
 done
+"""
+
+
+def _warm_lines(follow: Path, warm: str, close_ctl: str) -> str:
+    """The warm probe started before the grader, used only once it says it is out of reach."""
+    f = q(follow)
+    return f"""W=""; WS=""
+: > {f}/warm.status
+( exec 9>&-{close_ctl}; {warm} ) 3>>{f}/warm.status 4>&1 >/dev/null 2>&1 </dev/null &
+W=$!
+i=0
+while ! grep -qs '^shielded' {f}/warm.status && [ "$i" -lt 300 ]; do i=$((i+1)); read -r -t 0.01 -u 9 _; done
+if grep -qs '^shielded' {f}/warm.status && WS=$(start_of "$W"); then printf '%s %s\n' "$W" "$WS" > {f}/warm.pid
+else kill -9 "$W" 2>/dev/null; W=""; fi
+"""
+
+
+def warm_go_lines(follow: Path, go: Path, proc: Path, answer_sec: float = 60.0) -> str:
+    """A follow-up's lines that hand the probes to the warm probe, if it is still the process the
+    init started: `go` written (a host file W polls for, read-only in the sandbox), then its
+    answer awaited; once it ran, its exit (the follow-up ends with its code). It answering
+    `cold`, or being gone, falls through to the lines after (the probe started cold)."""
+    f = q(follow)
+    return f"""mkfifo {f}/warm.tick 2>/dev/null; exec 8<>{f}/warm.tick
+warm_up() {{ local st; read -r st 2>/dev/null < {q(proc)}/"$wp"/stat || return 1; st=${{st##*) }}; set -- $st
+  [ "${{20}}" = "$ws" ] && [ "$1" != Z ] && [ "$1" != X ]; }}
+if read -r wp ws < {f}/warm.pid 2>/dev/null && warm_up; then
+  kill -CONT "$wp" 2>/dev/null
+  : > {q(go)}
+  i=0  # its imports may still be running: a cold probe would wait for them too, not forever
+  until grep -qs -e '^run' -e '^cold' {f}/warm.status || ! warm_up || [ "$i" -ge {int(answer_sec / 0.02)} ]; do
+    i=$((i+1)); read -r -t 0.02 -u 8 _; done
+  if grep -qs '^run' {f}/warm.status; then
+    while warm_up; do read -r -t 0.02 -u 8 _; done
+    rc=$(sed -n 's/^done //p' {f}/warm.status | tail -n 1)
+    exit "${{rc:-1}}"
+  fi
+  warm_up && kill -9 "$wp" 2>/dev/null
+fi
 """
 
 

@@ -108,3 +108,86 @@ def test_the_pipes_hold_where_the_script_takes_descriptor_9(tmp_path):
     r = subprocess.run([sys.executable, "-c", CHILD.format(repo=str(REPO), d=str(tmp_path))], capture_output=True, text=True,
                        timeout=60, cwd=REPO)
     assert r.returncode == 0 and r.stdout.split() == ["[0]", "None"], (r.stdout, r.stderr[-2000:])
+
+
+# The warm probe's part, stood in for: out of reach first (pesflow_probe_warm._shield), then its
+# word on descriptor 3, its go a host file, its output on descriptor 4 (the sandbox's).
+WARM = """
+import os, sys, time
+sys.path.insert(0, {inside!r})
+from pesflow_probe_warm import _shield
+say = os.fdopen(3, "w", buffering=1)
+{shield}
+say.write("ready 0 0\\n")
+while not os.path.exists({go!r}):
+    time.sleep(0.01)
+say.write("run\\n")
+os.write(4, b"warm ran\\n")
+say.write("done 7\\n")
+sys.exit(7)
+"""
+
+
+def _warm_script(d: Path, grader: str, shield: bool = True) -> str:
+    from evaluator.trust.instrument import INSIDE
+    (d / "scr").mkdir()
+    (d / "proc").mkdir()
+    (d / "follow").mkdir()
+    (d / "warm.py").write_text(WARM.format(inside=str(INSIDE), go=str(d / "go"), shield='_shield(); say.write("shielded\\n")' if shield else ""))
+    return f"mount -t proc proc {d}/proc\n" + supervise.supervised_command(
+        grader, proc=d / "proc", status=d / "status", python=sys.executable, copy_out=[], max_file_bytes=1 << 20,
+        max_total_bytes=1 << 20, follow=d / "follow", warm=f"exec {_capped()} {sys.executable} -I -S {d}/warm.py")
+
+
+def _capped() -> str:
+    """What the local backend runs a grader and the warm process with: the capabilities a grader keeps."""
+    caps = ",".join("+" + c for c in sandbox.GRADER_CAPS)
+    return f"{sandbox._setpriv()} --bounding-set -all,{caps} --inh-caps -all --ambient-caps -all --"
+
+
+def _warm_follow(d: Path, seen: dict):
+    def followups(phase: sandbox.SandboxResult, more: sandbox.FollowUp) -> None:
+        seen["status"] = supervise.read_status(d / "status")
+        (d / "follow" / "command").write_text(supervise.warm_go_lines(d / "follow", d / "go", d / "proc")
+                                              + "echo cold; exit 3\n")
+        (d / "follow" / "copy").write_text("")
+        seen["first"] = more.run(30)
+        seen["second"] = more.run(30)  # the warm process serves one follow-up: the next starts cold
+    return followups
+
+
+def test_the_warm_process_outlives_the_graders_reap_unnamed_and_runs_the_first_follow_up(tmp_path):
+    d = tmp_path
+    # the grader leaves a sleeper behind (a stray, reaped) and tries to stop the warm process
+    grader = f"bash -c 'sleep 300 & read -r w _ < {d}/follow/warm.pid; kill -STOP $w; exit 0'"
+    seen: dict = {}
+    sandbox.run(_warm_script(d, grader), network=False, timeout=60, followups=_warm_follow(d, seen))
+    assert "sleep" in seen["status"].get("strays", "") and "python" not in seen["status"].get("strays", ""), seen["status"]
+    first, second = seen["first"], seen["second"]
+    assert first.returncode == 7 and "warm ran" in first.output and "cold" not in first.output, first
+    assert second.returncode == 3 and "cold" in second.output and "warm ran" not in second.output, second
+
+
+def test_a_warm_process_the_grader_killed_or_that_never_shielded_itself_leaves_the_probe_cold(tmp_path):
+    for name, grader, shield in (("killed", "bash -c 'kill -9 -1; exit 0'", True), ("unshielded", "exit 0", False)):
+        d = tmp_path / name
+        d.mkdir()
+        seen: dict = {}
+        sandbox.run(_warm_script(d, grader, shield), network=False, timeout=60, followups=_warm_follow(d, seen))
+        assert seen["first"].returncode == 3 and "cold" in seen["first"].output, (name, seen["first"])
+        assert "warm ran" not in seen["first"].output, name
+
+
+def test_the_grader_cannot_read_or_write_the_warm_process(tmp_path):
+    """Non-dumpable, it is out of reach of a grader without CAP_SYS_PTRACE (the capabilities a
+    grader keeps): its memory, environment and descriptors (its go, its word to the host)."""
+    d = tmp_path
+    probe = (f"read -r w _ < {d}/follow/warm.pid; for f in mem environ fd/3 fd/4; do "
+             f"if (exec 5<> {d}/proc/$w/$f) 2>/dev/null || (exec 5< {d}/proc/$w/$f) 2>/dev/null; then echo reached $f; "
+             f"else echo refused $f; fi; done > {d}/reach.txt")
+    grader = f"{_capped()} bash -c {sandbox.q(probe)}"
+    seen: dict = {}
+    sandbox.run(_warm_script(d, grader), network=False, timeout=60, followups=_warm_follow(d, seen))
+    assert (d / "reach.txt").read_text().split() == ["refused", "mem", "refused", "environ", "refused", "fd/3",
+                                                     "refused", "fd/4"], (d / "reach.txt").read_text()
+    assert seen["first"].returncode == 7, seen["first"]

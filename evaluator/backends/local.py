@@ -194,9 +194,13 @@ class LocalBackend:
         # the trust probes, once the grader is over, as fresh processes in this same sandbox
         follow = run_dir / "follow" if trust and request.then is not None else None
 
-        def chroot(cmd: str) -> str:  # the grader's command line, and each follow-up's
+        def chroot(cmd: str) -> str:  # the grader's command line, each follow-up's and the warm probe's
             return sandbox.chroot_command(run_dir / "root", env, meta["workdir"], cmd, ["/bin/bash", "-c"],
                                           caps=sandbox.GRADER_CAPS)
+        warm = None
+        if follow is not None and (request.trust or {}).get("warm_modules"):
+            follow.mkdir()
+            warm = chroot(instrument.warm_command())
         # Everything the grader writes lives on the scratch: copied out before it goes.
         copy = [(scratch / "upper/logs", run_dir / "out/logs")]
         copy += [(scratch / "upper" / r.lstrip("/"), run_dir / "out" / r.lstrip("/")) for r in results if not r.startswith("/logs/")]
@@ -212,7 +216,7 @@ class LocalBackend:
                 proc=run_dir / "root/proc", status=run_dir / "status", python=self.stand_in().python, copy_out=copy,
                 max_file_bytes=self.config.max_log_bytes, max_total_bytes=16 * self.config.max_log_bytes,
                 scratch=scratch if scratch_mb else None, results=[scratch / "upper" / r.lstrip("/") for r in results],
-                bulk_copy=bulk, follow=follow)
+                bulk_copy=bulk, follow=follow, warm=warm)
         )
         events = collect.EventSocket(run_dir / "trust-in" / "events.sock") if trust else None
         concluded: list[GradeRun] = []
@@ -302,7 +306,8 @@ class LocalBackend:
             dirs = instrument.site_dirs(list(self.stand_in().site_packages), home / "upper")
             instrument.make_layer(layer, dirs, self.stand_in().python)
         instrument.write_config(run_dir / "trust-in", request.trust)
-        for name, host in request.trust_files.items():
+        for name, host in {**(instrument.warm_files() if request.trust.get("warm_modules") else {}),
+                           **request.trust_files}.items():
             shutil.copyfile(host, run_dir / "trust-in" / name)
         return layer
 

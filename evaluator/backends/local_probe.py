@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from evaluator import sandbox
+from evaluator import sandbox, supervise
 from evaluator.backends.base import GradeRequest, GradeRun
 from evaluator.sandbox import q
 from evaluator.trust import collect, instrument
@@ -38,9 +38,13 @@ class LiveProber:
             shutil.copyfile(host, trust_in / name)
         self.follow.mkdir(exist_ok=True)
         kept = self.run_dir / f"trust-out-probe-{self.count}"
-        # the guard's out folder emptied of the grading's files (never through a link), then the probe
+        # the guard's out folder emptied of the grading's files (never through a link), then the
+        # probe: by the warm probe the init started before the grader, where it still waits, else cold
+        status = self.follow / "warm.status"
+        warm = supervise.warm_go_lines(self.follow, trust_in / instrument.WARM_GO, self.run_dir / "root" / "proc") \
+            if self.count == 1 and (self.follow / "warm.pid").is_file() else ""
         (self.follow / "command").write_text(
-            f"find {q(self.trust_out)} -mindepth 1 -delete 2>/dev/null\n{self.chroot(command)}\n")
+            f"find {q(self.trust_out)} -mindepth 1 -delete 2>/dev/null\n{warm}{self.chroot(command)}\n")
         (self.follow / "copy").write_text(f"{self.trust_out}\n{kept}\n")
         events = collect.EventSocket(trust_in / "events.sock")
         try:
@@ -51,6 +55,9 @@ class LiveProber:
             shutil.copytree(kept, out / "trust", dirs_exist_ok=True)  # already bounded by the init's copy
         got = collect.merge(sent, collect.read_event_files(out / "trust"))
         (out / "grader_output.log").write_text(done.output)
-        return GradeRun(None, done.returncode, done.timed_out, done.seconds, done.output,
+        said = []  # what the warm probe said (why it left the probe cold, say)
+        if warm and status.is_file():
+            said = [f"warm: {line}" for line in status.read_text(errors="replace").splitlines()[:8]]
+        return GradeRun(None, done.returncode, done.timed_out, done.seconds, done.output, notes=said,
                         infra_error=done.stopped if done.stopped and not done.timed_out else None,
                         trust_events=got, trust_socket=any(e.get("via") == "socket" for e in got))

@@ -11,7 +11,9 @@ import hashlib
 import json
 import marshal
 import os
+import shlex
 import subprocess
+import time
 from pathlib import Path
 
 INSIDE = Path(__file__).resolve().parent / "inside"
@@ -21,10 +23,49 @@ GUARD_FILES = ("pesflow_guard.pth", "pesflow_guard.py", "pesflow_guard_active.py
 CONFIG_DIR = "/.pesflow-trust"  # read-only in the grading: config.json, the probe's inputs
 OUT_DIR = "/.pesflow-trust-out"  # writable: the guard's per-process files and kept inputs
 SOCKET = f"{CONFIG_DIR}/events.sock"
+# The probe's own files, carried beside its config (read-only) and loaded from there alone: a
+# file the candidate wrote during the grading (its working folder, PYTHONPATH, a user site)
+# cannot stand in for them.
+PROBE_FILES = ("pesflow_probe.py", "pesflow_probe_objects.py")
+WARM_FILE = "pesflow_probe_warm.py"  # the warm probe: started before the grader where probes follow up
+WARM_GO = "warm-go"  # in CONFIG_DIR: the host's go to the warm probe
 NOT_MODE_VARS = ("KERNELBENCH_DEVICE", "TRITON_INTERPRET")
 # Every site-packages folder of an image (where the guard goes), for a backend that asks the image itself.
 FIND_SITE_DIRS = ("find / -xdev -maxdepth 7 -type d \\( -name site-packages -o -name dist-packages \\) "
                   "-not -path '/proc/*' -not -path '/sys/*' 2>/dev/null")
+
+
+def probe_files() -> dict[str, Path]:
+    """The probe's files, for a Prober to put into CONFIG_DIR with its config."""
+    return {name: INSIDE / name for name in PROBE_FILES}
+
+
+def warm_files() -> dict[str, Path]:
+    """What the warm probe runs, carried into CONFIG_DIR with the grading's config."""
+    return {name: INSIDE / name for name in (*PROBE_FILES, WARM_FILE)}
+
+
+def warm_command() -> str:
+    """The warm probe's line (inside the sandbox, as the grader's interpreter): without site at
+    first (it runs site itself, the guard held back until go), its code from CONFIG_DIR."""
+    boot = f"import sys; sys.path.insert(0, {CONFIG_DIR!r}); import pesflow_probe_warm as w; sys.exit(w.main())"
+    return f"exec python3 -I -S -c {shlex.quote(boot)}"
+
+
+def probe_command(exe: str, *, same_sandbox: bool = False) -> str:
+    """The shell line that starts the probe with `exe` (the harness's interpreter): isolated
+    (-I: no working folder, PYTHONPATH or user site on its path; site's .pth files, the guard's
+    among them, still load), its code from CONFIG_DIR. In the grading's own sandbox an
+    interpreter on a writable path (one the grading could have written) gives way to the first
+    of python3, /usr/bin/python3 that is not."""
+    boot = f"import sys; sys.path.insert(0, {CONFIG_DIR!r}); import pesflow_probe; pesflow_probe.main()"
+    if not same_sandbox:
+        return f"{shlex.quote(exe)} -I -c {shlex.quote(boot)}"
+    # root's write test fails only on a read-only mount: the link (a venv's python) and what it
+    # points to must both be where the grading could not have replaced them
+    return (f"for e in {shlex.quote(exe)} python3 /usr/bin/python3; do p=$(command -v \"$e\") || continue; "
+            "r=$(readlink -f \"$p\") && [ ! -w \"$r\" ] && [ ! -w \"${p%/*}\" ] && break; done; "
+            f"exec \"$p\" -I -c {shlex.quote(boot)}")
 
 
 def guard_hash() -> str:
@@ -54,6 +95,8 @@ def guard_config(source_root: str, scope_texts: dict[str, str | None], baseline:
         "max_record_bytes": 16 << 20, "max_records_bytes": 48 << 20,
         "socket": SOCKET if socket else None,
         "record": record,
+        # code whose file changed after this (the grading's own writes) is not the image's
+        "started": time.time(),
     }
 
 

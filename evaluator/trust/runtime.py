@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import sys
 from typing import Any
 
 from evaluator.trust.findings import Finding
@@ -28,6 +29,19 @@ def baseline_classes(baseline: dict[str, str | None]) -> set[str]:
     """Class names the baseline's scope files define: a candidate returning one of those returns
     what the contract asks for, not a proxy of its own."""
     return {n.name for tree in _baseline_trees(baseline) for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+
+
+def imported_packages(baseline: dict[str, str | None]) -> list[str]:
+    """The modules the baseline's scope files import by absolute name, less the standard
+    library's (what a probe will import again: torch takes seconds). Whether each is an installed
+    package, not the source tree's own, is for the sandbox to find out."""
+    names: list[str] = []
+    for tree in _baseline_trees(baseline):
+        for n in ast.walk(tree):
+            got = [a.name for a in n.names] if isinstance(n, ast.Import) else (
+                [n.module] if isinstance(n, ast.ImportFrom) and n.module and not n.level else [])
+            names += [g for g in got if g.split(".")[0] not in sys.stdlib_module_names and g != "__future__"]
+    return list(dict.fromkeys(names))
 
 
 def baseline_callables(baseline: dict[str, str | None]) -> set[str]:

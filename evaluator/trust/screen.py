@@ -12,7 +12,6 @@ touches the grader's figures.
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
@@ -36,7 +35,10 @@ class TrustScreen:
                      baseline: dict[str, str | None], env: dict[str, str]) -> dict[str, Any] | None:
         if not (self.config.enabled and self.config.runtime) or mode not in SCREENED_MODES:
             return None
-        return instrument.guard_config(source_root, scope_texts, baseline, env, record=self.config.probes)
+        cfg = instrument.guard_config(source_root, scope_texts, baseline, env, record=self.config.probes)
+        if self.config.probes and self.config.warm_probe:
+            cfg["warm_modules"] = runtime.imported_packages(baseline)
+        return cfg
 
     def judge(self, *, mode: str, task_key: str, run: GradeRun | None, files: dict[str, str | None],
               baseline: dict[str, str | None], references: dict[str, list[str]], correct: bool,
@@ -119,11 +121,13 @@ class TrustScreen:
                 files[name] = path
                 refs.setdefault(e["file"], []).append(f"{instrument.CONFIG_DIR}/{name}")
         budget = self.config.full_probe_budget_sec if full else self.config.probe_budget_sec
-        config = {"probe": {"records": entries, "references": refs, "budget_sec": budget, "full": full},
+        exe = next((r.get("exe") for r in chosen if r.get("exe")), None) or "python3"
+        config = {"probe": {"records": entries, "references": refs, "budget_sec": budget, "full": full, "exe": exe},
                   "record": False, "out_dir": instrument.OUT_DIR, "socket": instrument.SOCKET,
                   "candidate_paths": {}, "candidate_hashes": {}}
-        exe = next((r.get("exe") for r in chosen if r.get("exe")), None) or "python3"
-        probe_run = prober(config, files, f"{shlex.quote(exe)} -m pesflow_probe", budget + 60)
+        files.update(instrument.probe_files())
+        command = instrument.probe_command(str(exe), same_sandbox=bool(getattr(prober, "same_sandbox", False)))
+        probe_run = prober(config, files, command, budget + 60)
         result = _read_json(log_dir / "probe" / "trust" / "probe.json")
         checks: dict[str, Any] = {"ran": True, "full": full, "inputs": len(entries), "seconds": round(probe_run.seconds, 3)}
         if result is None:
@@ -131,6 +135,9 @@ class TrustScreen:
                 if not probe_run.timed_out else "the probes ran past their time"
             return [], checks
         checks.update(result.get("checks") or {})
+        said = [n[6:] for n in probe_run.notes if n.startswith("warm: ")]  # the local backend's warm probe
+        if said and "warm" not in checks:
+            checks["warm"] = {"said": said}
         found = [Finding(family=str(f[0]), evidence=str(f[1])[:300], screen="probe")
                  for f in result.get("findings") or [] if isinstance(f, list) and len(f) == 2]
         extra, _ = runtime.read(probe_run.trust_events, set())  # the guard watched the probe's process too

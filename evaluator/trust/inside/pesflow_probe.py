@@ -27,6 +27,7 @@ import time
 import pesflow_probe_objects as objects
 
 _T0 = time.perf_counter()
+WARM = None  # what the warm probe (pesflow_probe_warm.py) imported before the grader ended, when it runs this
 
 CONFIG = "/.pesflow-trust/config.json"
 if not os.path.exists(CONFIG):  # pesflow's own tests (the guard's rule: a grading's config always wins)
@@ -319,7 +320,7 @@ def main():
     deadline = time.monotonic() + 600  # until the first call has run (then the budget)
     warm = None
     full = bool(cfg.get("full"))
-    findings, checks = [], {"calls": 0, "compared": 0, "skipped": []}
+    findings, checks = [], {"calls": 0, "compared": 0, "skipped": [], **({"warm": WARM} if WARM is not None else {})}
     recs = cfg.get("records", [])
     checks["restored"] = restore(cfg.get("restore") or {})
     first = recs[0] if recs else None

@@ -1,0 +1,161 @@
+"""pesflow's warm probe: started by the grading's init just before the grader, in the same
+sandbox and with the same interpreter and capabilities, it imports what the probes will need
+(the installed packages the baseline's scope files import: torch takes seconds) while the
+grader runs, then waits. Once the grader and everything it started are dead, the host says go
+and it runs the probes (pesflow_probe.py) as a fresh process would, without paying for those
+imports after the grader. Nothing of the candidate runs here before go.
+
+Out of the grader's reach meanwhile: it makes itself non-dumpable before the grader starts (the
+init starts the grader only once it says so, so its imports before that meet nothing hostile; the
+grader, without CAP_SYS_PTRACE, can then neither trace it nor read or write its memory or its
+descriptors), ignores the signals a grader might send, imports only packages installed outside
+the source tree, at idle priority on a thread of its own, and takes its go from a file only the
+host can write (CONFIG_DIR is read-only in the sandbox). What it says goes to descriptor 3, a
+host file the chrooted grader cannot reach: shielded, ready, then run (or cold WHY: the host
+then starts the probe cold), done RC. The pesflow_guard of site's .pth waits until go, so the
+guard reads the probe's config, as in a cold probe. Standard library; Python 3.8+.
+"""
+
+import ctypes
+import importlib
+import importlib.machinery
+import importlib.util
+import json
+import os
+import signal
+import site
+import sys
+import threading
+import time
+import traceback
+import types
+
+CONFIG_DIR = "/.pesflow-trust"
+GO = CONFIG_DIR + "/warm-go"
+_IGNORED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGPIPE", "SIGTSTP", "SIGTTIN",
+            "SIGTTOU")
+
+
+def _shield():
+    """Non-dumpable: ptrace, /proc/PID/mem and /proc/PID/fd need CAP_SYS_PTRACE from now on."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(4, 0, 0, 0, 0) != 0:  # PR_SET_DUMPABLE
+        raise OSError(ctypes.get_errno(), "prctl")
+
+
+def _installed(name, roots):
+    """Whether the top-level module `name` would load from the image's installed packages (not
+    the source tree, not a folder the grading may write): found without running anything."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return False
+    origin = getattr(spec, "origin", None) or next(iter(getattr(spec, "submodule_search_locations", None) or []), None)
+    if not origin or origin in ("built-in", "frozen"):
+        return False
+    real = os.path.realpath(origin)
+    return ("/site-packages/" in real or "/dist-packages/" in real) and not real.startswith(roots)
+
+
+def _preload(names, roots, out):
+    """On a thread of its own at idle priority (a thread's policy is its own: the probe, later on
+    the main thread, runs at the grader's priority)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        pass
+    for name in names:
+        top = name.split(".")[0]
+        if top in sys.modules and name in sys.modules:
+            continue
+        if top not in out["checked"]:
+            out["checked"][top] = _installed(top, roots)
+        if not out["checked"][top]:
+            continue
+        t0 = time.perf_counter()
+        try:
+            importlib.import_module(name)
+            out["loaded"].append([name, round(time.perf_counter() - t0, 4)])
+        except BaseException as e:  # noqa: BLE001 - the probe imports it itself, or meets the same error
+            out["failed"].append([name, type(e).__name__])
+
+
+def _same_origins(loaded, sys_path):
+    """A top-level module preloaded here is the one the harness's path finds first; else the
+    module the probe calls into could differ from the graded process's. The first that differs."""
+    for top in sorted({n.split(".")[0] for n, _ in loaded}):
+        have = getattr(getattr(sys.modules.get(top), "__spec__", None), "origin", None)
+        try:
+            spec = importlib.machinery.PathFinder.find_spec(top, [p for p in sys_path if isinstance(p, str)] + sys.path)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or os.path.realpath(spec.origin or "") != os.path.realpath(have or ""):
+            return top
+    return None
+
+
+def main():
+    say = os.fdopen(3, "w", buffering=1)
+    try:
+        _shield()
+    except Exception as e:  # noqa: BLE001 - not out of reach: never used
+        say.write("unshielded %s\n" % type(e).__name__)
+        return 1
+    for s in _IGNORED:
+        if hasattr(signal, s):
+            signal.signal(getattr(signal, s), signal.SIG_IGN)
+    say.write("shielded\n")
+    try:
+        cfg = json.load(open(CONFIG_DIR + "/config.json"))
+    except (OSError, ValueError):
+        cfg = {}
+    # site as the interpreter would run it, its .pth files included, but the guard waits for go
+    sys.modules["pesflow_guard"] = types.ModuleType("pesflow_guard")
+    site.main()
+    roots = tuple(r.rstrip("/") + "/" for r in cfg.get("warm_exclude") or [cfg.get("source_root") or "/app/repo"])
+    out = {"checked": {}, "loaded": [], "failed": []}
+    t0 = time.perf_counter()
+    worker = threading.Thread(target=_preload, args=(list(cfg.get("warm_modules") or []), roots, out), daemon=True)
+    worker.start()
+    worker.join()
+    say.write("ready %d %.3f\n" % (len(out["loaded"]), time.perf_counter() - t0))
+    while not os.path.exists(GO):
+        time.sleep(0.01)
+    try:
+        probe_cfg = json.load(open(CONFIG_DIR + "/config.json")).get("probe") or {}
+    except (OSError, ValueError):
+        probe_cfg = {}
+    exe, records = probe_cfg.get("exe"), probe_cfg.get("records") or []
+    if not exe or os.path.abspath(exe) != os.path.abspath(sys.executable):
+        say.write("cold the harness ran %s, this is %s\n" % (exe, sys.executable))
+        return 0
+    other = _same_origins(out["loaded"], (records[0].get("sys_path") or []) if records else [])
+    if other:
+        say.write("cold %s would load from elsewhere on the harness's path\n" % other)
+        return 0
+    for s in _IGNORED:
+        if hasattr(signal, s):
+            signal.signal(getattr(signal, s), signal.SIG_DFL if s != "SIGPIPE" else signal.SIG_IGN)
+    os.dup2(4, 1)
+    os.dup2(4, 2)
+    os.close(4)
+    del sys.modules["pesflow_guard"]
+    import pesflow_guard  # noqa: F401, PLC0415 - optional until go: the guard, now, on the probe's config
+    say.write("run\n")
+    sys.argv[:] = ["-c"]
+    import pesflow_probe  # noqa: PLC0415 - optional until go: its clock starts at its import
+    pesflow_probe.WARM = {"preloaded": out["loaded"], "failed": out["failed"], "seconds": round(time.perf_counter() - t0, 3)}
+    rc = 0
+    try:
+        pesflow_probe.main()
+    except SystemExit as e:
+        rc = e.code if isinstance(e.code, int) else 1
+    except BaseException:  # noqa: BLE001 - as a cold probe's traceback would show it
+        traceback.print_exc()
+        rc = 1
+    say.write("done %d\n" % rc)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
