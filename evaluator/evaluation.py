@@ -127,7 +127,7 @@ class Evaluator:
         baseline = {rel: self.backend.baseline_text(prepared, rel) for rel in dict.fromkeys([
             *(r for r in task.scope if "*" not in r), *screened])}
         scope_texts = {**baseline, **screened}
-        guard = self.trust.guard_config(mode, task.source_root, scope_texts, baseline, env)
+        guard = self.trust.guard_config(mode, task.source_root, scope_texts, baseline, env, warm_key=task.content_hash[:20])
         g = _Grading(task, prepared, mode, grader, device, env, files, screened, baseline, guard, log_dir, timeout, base)
         live: list[Verdict] = []
 
@@ -239,7 +239,7 @@ class Evaluator:
             baseline=g.baseline, references=self._references(task, g.prepared, {**g.baseline, **g.screened}, g.baseline),
             correct=v.correct and v.status == Status.ok, speedup=figure,
             anchor=task.anchor.value if v.speedup is not None else None, prober=prober, log_dir=g.log_dir,
-            baseline_scale=v.speedup is not None)
+            baseline_scale=v.speedup is not None, warm_key=task.content_hash[:20])
         probes = v.trust.checks.get("probes")
         if isinstance(probes, dict) and probes.get("ran"):  # where they ran: the grading's own sandbox, or a new one
             probes["sandbox"] = "the grading's" if getattr(backend_prober, "same_sandbox", False) else "fresh"

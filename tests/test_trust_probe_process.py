@@ -45,17 +45,42 @@ def test_a_probe_stand_in_the_candidate_wrote_is_not_what_probes_it(evaluator, h
 
 
 def test_the_warm_probe_imported_the_baselines_packages_and_probes_as_a_cold_one(cache_dir, tmp_path):
-    # the bundled router's scope imports numpy; a lazy output, probed
+    # the bundled router's scope imports numpy; a lazy output, probed. Its probes import for a
+    # tenth of a second, less than the warm probe pays for itself: a second is recorded for it
+    # here (and taken back after, the session's cache shared with other tests).
     lazy = next(e for e in entries("exploits") if e.name == "lazy_ndarray")
     seen = {}
     for warm in (True, False):
         ev = Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache_dir)), trust=TrustConfig(warm_probe=warm)),
                        log_root=tmp_path / str(warm))
         task = ev.task(lazy.task)
-        v = ev.evaluate(task, candidate=source(task, lazy), grader="hidden")
-        ev.close()
+        recorded = ev.trust._imports_file(task.content_hash[:20])
+        try:
+            if warm:
+                ev.trust.keep_import_cost(task.content_hash[:20], {"phases": {"modules": 1.0}})
+            v = ev.evaluate(task, candidate=source(task, lazy), grader="hidden")
+        finally:
+            recorded.unlink(missing_ok=True)
+            ev.close()
         probes = v.trust.checks.get("probes") or {}
         seen[warm] = (v.trust.suspect, sorted(v.trust.families), probes.get("calls"), probes.get("compared"), probes.get("warm"))
     assert seen[True][:4] == seen[False][:4] and seen[True][0] and "lazy_output" in seen[True][1], seen
     assert seen[False][4] is None, seen
     assert [n for n, _ in seen[True][4]["preloaded"]] == ["numpy"], seen
+
+
+def test_the_warm_probe_is_asked_for_where_a_probe_was_seen_to_import_for_long(tmp_path):
+    from evaluator.config import TrustConfig as TC
+    from evaluator.trust.screen import TrustScreen
+    screen = TrustScreen(TC(), tmp_path)
+    base = {"k/kernel.py": "import numpy as np\nimport torch.nn.functional as F\nfrom .helpers import x\nimport os\n"}
+
+    def asked(key):
+        return (screen.guard_config("candidate", "/app/repo", base, base, {}, warm_key=key) or {}).get("warm_modules")
+    assert asked("never-probed") is None
+    screen.keep_import_cost("numpy-only", {"phases": {"modules": 0.1}, "warm": {"said": ["cold the harness ran x"]}})
+    assert asked("numpy-only") is None
+    screen.keep_import_cost("torch", {"phases": {"modules": 3.8}})
+    assert asked("torch") == ["numpy", "torch.nn.functional"]  # installed names only: no relative or standard module
+    screen.keep_import_cost("torch", {"phases": {"modules": 0.003}, "warm": {"preloaded": [["torch", 3.5]]}})
+    assert asked("torch") == ["numpy", "torch.nn.functional"], "a package the warm probe pays for keeps it"

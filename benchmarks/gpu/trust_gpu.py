@@ -13,7 +13,13 @@ The cheats (each wraps the reference's entry point, whatever its name):
 - version_cache: outputs kept by the inputs' identity and version counter (an in-place write
   bumps it, so a correctness pass that rewrites its inputs is answered right);
 - side_stream: the work launched on a stream of its own that the caller's stream never waits
-  for (the harness's events, recorded on the caller's stream, time nothing).
+  for (the harness's events, recorded on the caller's stream, time nothing);
+- planted_event_timer: the candidate's own code never touches a clock: on its first import it
+  writes a sitecustomize.py into every writable folder on the interpreter's path (the source
+  tree, on PYTHONPATH), put in place by a rename, and every later interpreter of the grading
+  (the timing passes) runs it before the candidate's code: it replaces
+  torch.cuda.Event.elapsed_time by one that divides by 50 while the candidate ran in the last
+  50 ms (the candidate notes its calls on an attribute of torch.cuda).
 """
 
 from __future__ import annotations
@@ -74,6 +80,29 @@ def {fn}(*a, **k):
         _pf_side.append(_pf_torch.cuda.Stream())
     with _pf_torch.cuda.stream(_pf_side[0]):
         return _pf_inner(*a, **k)
+""",
+    "planted_event_timer": """
+import os as _pf_os, sys as _pf_sys, time as _pf_time
+import torch as _pf_torch
+_PF_SRC = (
+    "import time, torch\\n"
+    "_c = torch.cuda.Event\\n"
+    "_et = _c.__dict__['elapsed_' + 'time']\\n"
+    "def _fast(self, other):\\n"
+    "    v = _et(self, other)\\n"
+    "    return v / 50 if time.monotonic() - getattr(torch.cuda, '_pf_t', 0.0) < 0.05 else v\\n"
+    "type.__setattr__(_c, 'elapsed_' + 'time', _fast)\\n")
+for _pf_dir in [p for p in _pf_sys.path if p and _pf_os.path.isdir(p)]:
+    try:
+        with open(_pf_os.path.join(_pf_dir, '.pf-tmp'), 'w') as _pf_f:
+            _pf_f.write(_PF_SRC)
+        _pf_os.replace(_pf_os.path.join(_pf_dir, '.pf-tmp'), _pf_os.path.join(_pf_dir, 'sitecust' + 'omize.py'))
+    except OSError:
+        pass
+_pf_inner = {fn}
+def {fn}(*a, **k):
+    _pf_torch.cuda._pf_t = _pf_time.monotonic()
+    return _pf_inner(*a, **k)
 """,
 }
 

@@ -2,10 +2,12 @@
 # One call on the GPU machine for the trust screen: the GPU cheats of benchmarks/gpu/trust_gpu.py
 # on the benchmark's own packages (JOB=cheats), `pesflow tasks check` with the screen on over
 # the GPU packages NAMES lists (JOB=check; SHARDS=1 measures each row alone on the GPU), both, or
-# the screen's cost on one GPU package (JOB=overhead, TASK=...), until the deadline. Carried in:
+# the screen's cost on one GPU package (JOB=overhead, TASK=...; SETTINGS=off,warm,cold: the screen
+# off, on with the warm probe, on with the probe started cold), or one grading with the screen on
+# (JOB=evaluate, TASK=..., MODE=oracle), until the deadline. Carried in:
 # .whl/ (pydantic for the machine's python) and .bench/faibench-git.tgz (the benchmark checkout's
 # .git at the pinned commit, its origin the official URL: checked out there, the packages read as official).
-#   OUT=... JOB=cheats|check|both|overhead BUDGET_S=540 [SHARDS=3] [NAMES=file] [TASK=bench/dir] bash benchmarks/gpu/trust_gpu.sh
+#   OUT=... JOB=cheats|check|both|overhead|evaluate BUDGET_S=540 [SHARDS=3] [NAMES=file] [TASK=bench/dir] bash benchmarks/gpu/trust_gpu.sh
 # What is left is listed beside the last results: results-h200/2026-12-02-trust/next-unchecked.txt
 # (packages not checked yet: NAMES=) and next-alone.txt (anchor_differs rows to measure alone: SHARDS=1).
 # A row that needs more than one call: unpack each call's rest.tgz (or put its gradings.jsonl) into
@@ -23,15 +25,22 @@ SET=(--set evaluator.local.install_steps=skip)
 rm -rf /tmp/check-*  # a machine still warm from an earlier call keeps its folders: never merged into this call's rows
 if [ "${JOB:-cheats}" = overhead ]; then  # screen on and off ABAB, alone on the GPU
   timeout "$(( $(left) - 10 ))" python3 benchmarks/trust_overhead.py --task "${TASK:?set TASK}" --tasks-root /tmp/bench/tasks \
-    --install-steps skip --repeats "${REPEATS:-4}" --cache-dir /tmp/cache-o > "$OUT/overhead.txt" 2>&1
+    --install-steps skip --repeats "${REPEATS:-4}" --settings "${SETTINGS:-off,warm,cold}" --cache-dir /tmp/cache-o \
+    > "$OUT/overhead.txt" 2>&1
   grep -v '^pesflow: ' "$OUT/overhead.txt"; exit 0
 fi
+if [ "${JOB:-cheats}" = evaluate ]; then  # one grading of TASK in MODE (oracle) with the screen on, its verdict whole
+  timeout "$(( $(left) - 10 ))" python3 -m agent.cli evaluate "${TASK:?set TASK}" --mode "${MODE:-oracle}" --grader hidden \
+    --tasks-root /tmp/bench/tasks "${SET[@]}" --set evaluator.local.cache_dir=/tmp/cache-e --json > "$OUT/evaluate.json" 2> "$OUT/evaluate.err"
+  python3 -c "import json,sys; v=json.load(open(sys.argv[1])); t=v['trust']; print(v['status'], v['speedup'], v['seconds'], v['grader_seconds'], t['suspect'], t['reasons'][:3], t['checks'].get('runtime', {}).get('guard_seconds'), (t['checks'].get('probes') or {}).get('seconds'))" "$OUT/evaluate.json"
+  exit 0
+fi
 if [ "${JOB:-cheats}" != check ]; then  # cheats, or cheats then check (ROWS: which rows)
-  only=(); for r in ${ROWS:-}; do only+=("--only=$r"); done
+  only=(); [ -n "${ROWS:-}" ] && only=(--only ${ROWS})  # one --only with every row (a second one would replace the first)
   timeout "$(( $(left) - 10 ))" python3 benchmarks/gpu/trust_gpu.py --tasks-root /tmp/bench/tasks --out "$OUT/trust-gpu-a.jsonl" \
-    "${only[@]}" kfc/ssm-selective-scan-firstorder > "$OUT/cheats-a.txt" 2>&1 &
+    kfc/ssm-selective-scan-firstorder "${only[@]}" > "$OUT/cheats-a.txt" 2>&1 &
   timeout "$(( $(left) - 10 ))" python3 benchmarks/gpu/trust_gpu.py --tasks-root /tmp/bench/tasks --out "$OUT/trust-gpu-b.jsonl" \
-    --cache-dir /tmp/cache-b "${only[@]}" kfc/merge-attn-states-combine > "$OUT/cheats-b.txt" 2>&1 &
+    --cache-dir /tmp/cache-b kfc/merge-attn-states-combine "${only[@]}" > "$OUT/cheats-b.txt" 2>&1 &
   [ "${JOB:-cheats}" = cheats ] && { wait; cat "$OUT"/cheats-*.txt | grep -v '^pesflow: '; exit 0; }
 fi
 mapfile -t names < "$NAMES"

@@ -42,6 +42,9 @@ from evaluator.verdict import read_reward_file
 BACKEND_VERSION = "local-8"  # bump to invalidate prepared layers when the replay or the root changes
 PESFLOW_TREE = BUNDLED_TASKS.parent
 EROFS = "Read-only file system"
+# The warm probe's imports (torch's some 0.5 GiB) count in the grading's memory limit: only where
+# that leaves the grader room (every package of the benchmark allows 16 GiB or more).
+WARM_MIN_MEMORY_MB = 4096
 
 
 class LocalBackend:
@@ -198,7 +201,8 @@ class LocalBackend:
             return sandbox.chroot_command(run_dir / "root", env, meta["workdir"], cmd, ["/bin/bash", "-c"],
                                           caps=sandbox.GRADER_CAPS)
         warm = None
-        if follow is not None and (request.trust or {}).get("warm_modules"):
+        if follow is not None and (request.trust or {}).get("warm_modules") and (
+                not limits.memory_mb or limits.memory_mb >= WARM_MIN_MEMORY_MB):
             follow.mkdir()
             warm = chroot(instrument.warm_command())
         # Everything the grader writes lives on the scratch: copied out before it goes.

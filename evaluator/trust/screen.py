@@ -24,6 +24,7 @@ Prober = Callable[[dict[str, Any], dict[str, Path], str, float], GradeRun]  # co
 
 SCREENED_MODES = ("candidate", "oracle", "negative")  # noop is the baseline: the reference point, not a result
 MAX_PROBE_RECORDS = 6
+WARM_MIN_IMPORT_SEC = 0.5  # what a probe's imports must cost for the warm probe to pay for its own start
 
 
 class TrustScreen:
@@ -32,18 +33,22 @@ class TrustScreen:
         self.cache = cache  # where an oracle's speedup measured here is kept (the plausibility reference)
 
     def guard_config(self, mode: str, source_root: str, scope_texts: dict[str, str | None],
-                     baseline: dict[str, str | None], env: dict[str, str]) -> dict[str, Any] | None:
+                     baseline: dict[str, str | None], env: dict[str, str], warm_key: str = "") -> dict[str, Any] | None:
+        """The guard's config for one grading; with the baseline's installed imports for the warm
+        probe where a probe of this package was seen to spend WARM_MIN_IMPORT_SEC importing them
+        (torch: seconds; numpy alone costs less than starting the warm probe)."""
         if not (self.config.enabled and self.config.runtime) or mode not in SCREENED_MODES:
             return None
         cfg = instrument.guard_config(source_root, scope_texts, baseline, env, record=self.config.probes)
-        if self.config.probes and self.config.warm_probe:
+        seen = _read_json(self._imports_file(warm_key)) if warm_key else None
+        if self.config.probes and self.config.warm_probe and seen and float(seen.get("seconds") or 0) >= WARM_MIN_IMPORT_SEC:
             cfg["warm_modules"] = runtime.imported_packages(baseline)
         return cfg
 
     def judge(self, *, mode: str, task_key: str, run: GradeRun | None, files: dict[str, str | None],
               baseline: dict[str, str | None], references: dict[str, list[str]], correct: bool,
               speedup: float | None, anchor: float | None, prober: Prober | None, log_dir: Path,
-              baseline_scale: bool = True) -> Trust:
+              baseline_scale: bool = True, warm_key: str = "") -> Trust:
         """`references`: for a scope file, texts whose outputs the candidate's must match
         (the baseline's first, then the package's reference). `speedup` is over the baseline
         when `baseline_scale`, else the dev engine's own figure."""
@@ -73,6 +78,8 @@ class TrustScreen:
             found, checks["probes"] = self._probe(run, references, implausible and not findings, prober, log_dir,
                                                   callables)
             findings += found
+            if warm_key and checks["probes"].get("ran") and not checks["probes"].get("error"):
+                self.keep_import_cost(warm_key, checks["probes"])
         if mode == "oracle" and speedup and not findings:
             self._keep_oracle(task_key, speedup)
         trust = Trust.of(findings, checks, needs_review=implausible)
@@ -142,6 +149,24 @@ class TrustScreen:
                  for f in result.get("findings") or [] if isinstance(f, list) and len(f) == 2]
         extra, _ = runtime.read(probe_run.trust_events, set())  # the guard watched the probe's process too
         return found + [f for f in extra if f.family != "lazy_output"], checks
+
+    # ------------------------------------------------------------------ what a probe's imports cost
+    def _imports_file(self, warm_key: str) -> Path:
+        return self.cache / "trust" / f"imports-{warm_key}.json"
+
+    def keep_import_cost(self, warm_key: str, checks: dict[str, Any]) -> None:
+        """What this package's probe spent importing: a cold probe's module loading, or what the
+        warm probe preloaded (so that a package that pays for it keeps it)."""
+        warm = checks.get("warm") if isinstance(checks.get("warm"), dict) else {}
+        if warm.get("preloaded"):
+            seconds = sum(float(t) for _, t in warm["preloaded"])
+        elif isinstance(checks.get("phases"), dict):
+            seconds = float(checks["phases"].get("modules") or 0)
+        else:
+            return
+        p = self._imports_file(warm_key)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps({"seconds": round(seconds, 4)}))
 
     # ------------------------------------------------------------------ the plausibility reference
     def _oracle_file(self, task_key: str) -> Path:
