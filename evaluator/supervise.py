@@ -116,7 +116,7 @@ note() {{ printf '%s\\n' "$@" >> "$S"; }}
 # a fifo nobody writes: `read -t` on it is a sleep that starts no process (which would count)
 mkfifo {tick} && exec 9<>{tick}
 # a process's start time (clock ticks since boot): with its pid, what no later process can take over
-start_of() {{ local st; read -r st 2>/dev/null < "{q(proc)}/$1/stat" || return 1; st=${{st##*) }}; set -- $st; echo "${{20}}"; }}
+start_of() {{ local st; read -r st 2>/dev/null < {q(proc)}/"$1"/stat || return 1; st=${{st##*) }}; set -- $st; echo "${{20}}"; }}
 is_warm() {{ [ -n "$W" ] && [ "$1" = "$W" ] && [ "$(start_of "$1")" = "$WS" ]; }}
 alive() {{
   local p st
@@ -227,7 +227,7 @@ def _warm_lines(follow: Path, warm: str, close_ctl: str) -> str:
     f = q(follow)
     return f"""W=""; WS=""
 : > {f}/warm.status
-( exec 9>&-{close_ctl}; {warm} ) 3>>{f}/warm.status 4>&1 >/dev/null 2>&1 </dev/null &
+( exec 9>&-{close_ctl}; exec {warm} ) 3>>{f}/warm.status 4>&1 >/dev/null 2>&1 </dev/null &
 W=$!
 i=0
 while ! grep -qs '^shielded' {f}/warm.status && [ "$i" -lt 300 ]; do i=$((i+1)); read -r -t 0.01 -u 9 _; done
@@ -239,8 +239,9 @@ else kill -9 "$W" 2>/dev/null; W=""; fi
 def warm_go_lines(follow: Path, go: Path, proc: Path, answer_sec: float = 60.0) -> str:
     """A follow-up's lines that hand the probes to the warm probe, if it is still the process the
     init started: `go` written (a host file W polls for, read-only in the sandbox), then its
-    answer awaited; once it ran, its exit (the follow-up ends with its code). It answering
-    `cold`, or being gone, falls through to the lines after (the probe started cold)."""
+    answer awaited (at most `answer_sec`: its imports may still run); once it ran, its exit. It
+    answering `cold`, being gone or too slow falls through to the lines after (the probe
+    started cold)."""
     f = q(follow)
     return f"""mkfifo {f}/warm.tick 2>/dev/null; exec 8<>{f}/warm.tick
 warm_up() {{ local st; read -r st 2>/dev/null < {q(proc)}/"$wp"/stat || return 1; st=${{st##*) }}; set -- $st
@@ -253,11 +254,11 @@ if read -r wp ws < {f}/warm.pid 2>/dev/null && warm_up; then
     i=$((i+1)); read -r -t 0.02 -u 8 _; done
   if grep -qs '^run' {f}/warm.status; then
     while warm_up; do read -r -t 0.02 -u 8 _; done
-    rc=$(sed -n 's/^done //p' {f}/warm.status | tail -n 1)
-    exit "${{rc:-1}}"
+    exit 0  # what it found is its result file; it said no more once it ran the candidate's code
   fi
   warm_up && kill -9 "$wp" 2>/dev/null
 fi
+exec 8<&-
 """
 
 

@@ -183,8 +183,10 @@ STARTUP_WRITES = {
                                 "os.replace(t, os.path.join(D, 'sitecust' + 'omize.py'))",
     "probe_by_pathlib": "pathlib.Path(D, base64.b64decode('cGVzZmxvd19wcm9iZS5weQ==').decode()).write_text('x = 1')",
     "usercustomize_by_os_open": "os.close(os.open(os.path.join(D, 'usercust' + 'omize.py'), os.O_WRONLY | os.O_CREAT))",
-    "pth_by_shutil_copy": "shutil.copy(__file__, os.path.join(D, 'z.p' + 'th'))",
-    "pth_by_symlink": "os.symlink(__file__, os.path.join(D, 'y.p' + 'th'))",
+    "pth_by_shutil_copy": "shutil.copy(__file__, os.path.join(S, 'z.p' + 'th'))",
+    "pth_by_symlink": "os.symlink(__file__, os.path.join(S, 'y.p' + 'th'))",
+    "sitecustomize_as_a_package": "os.makedirs(os.path.join(D, 'sitecust' + 'omize'))",
+    "guard_shadowed_by_a_package": "os.mkdir(os.path.join(D, 'pesflow' + '_guard'))",
 }
 
 
@@ -192,10 +194,11 @@ STARTUP_WRITES = {
 def test_a_file_interpreters_run_at_start_written_by_the_candidate_is_guard_evasion(tmp_path, case):
     d = tmp_path / "dest"
     d.mkdir()
-    kernel = (f"import base64, os, pathlib, shutil, site\nD = {str(d)!r}\nos.makedirs(site.getusersitepackages(), exist_ok=True)\n"
-              f"{STARTUP_WRITES[case]}\ndef entry(x):\n    return x * 2\n")
+    (d / "site-packages").mkdir()
+    kernel = (f"import base64, os, pathlib, shutil, site\nD, S = {str(d)!r}, {str(d / 'site-packages')!r}; "
+              f"os.makedirs(site.getusersitepackages(), exist_ok=True)\n{STARTUP_WRITES[case]}\ndef entry(x):\n    return x * 2\n")
     found = families(guarded(tmp_path, kernel, env={"HOME": str(tmp_path / "home")}))
-    assert "guard_evasion" in found and any("kernel.py:4" in e for e in found["guard_evasion"]), found
+    assert "guard_evasion" in found and any("kernel.py:3" in e for e in found["guard_evasion"]), found
 
 
 def test_honest_files_a_kernel_writes_are_not_startup_files(tmp_path):
@@ -205,6 +208,7 @@ def test_honest_files_a_kernel_writes_are_not_startup_files(tmp_path):
               "spec = importlib.util.spec_from_file_location('gen_kernel', os.path.join(D, 'gen_kernel.py'))\n"
               "gen = importlib.util.module_from_spec(spec); spec.loader.exec_module(gen)\n"
               "json.dump({'block': 64}, open(os.path.join(D, 'autotune.json'), 'w'))\n"
+              "open(os.path.join(D, 'model.pth'), 'wb').write(b'weights')  # a checkpoint's usual name, not in a site folder\n"
               "def entry(x):\n    return gen.f(x)\n")
     assert families(guarded(tmp_path, kernel, limits={"started": time.time()})) == {}
 
@@ -388,3 +392,13 @@ def test_close_judges_tensors_and_arrays_by_one_rule():
     assert p.close(y, x, loose=True) and not p.close(y, x)
     assert p.close(torch.tensor([1, 2, 3]), [1, 2, 3]) and not p.close(torch.tensor([1, 2, 3]), [1, 2, 4])
     assert p.numeric(x) and p.numeric([x, np.ones(2)]) and not p.numeric(["a"])
+
+
+def test_the_probes_take_the_process_as_the_harness_made_it_not_as_the_candidate_left_it(tmp_path):
+    # an exit handler of the candidate's runs before the guard's: it could point the probe's path
+    # at a folder of its own (a stand-in torch) or merge the passes by their argv
+    kernel = ("import atexit, sys\n"
+              "atexit.register(lambda: (sys.path.insert(0, '/tmp/planted'), list.__setitem__(sys.argv, 0, 'x')))\n"
+              "def entry(x):\n    return x * 2\n")
+    recs = runtime.records(guarded(tmp_path, kernel, HARNESS.replace("os._exit(0)", "")), False)
+    assert recs and all("/tmp/planted" not in r["sys_path"] and r["argv"][0].endswith("harness.py") for r in recs), recs[:1]

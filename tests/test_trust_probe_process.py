@@ -57,7 +57,7 @@ def test_the_warm_probe_imported_the_baselines_packages_and_probes_as_a_cold_one
         recorded = ev.trust._imports_file(task.content_hash[:20])
         try:
             if warm:
-                ev.trust.keep_import_cost(task.content_hash[:20], {"phases": {"modules": 1.0}})
+                ev.trust.keep_import_cost(task.content_hash[:20], {"loads": [["numpy", 1.0]]})
             v = ev.evaluate(task, candidate=source(task, lazy), grader="hidden")
         finally:
             recorded.unlink(missing_ok=True)
@@ -78,9 +78,9 @@ def test_the_warm_probe_is_asked_for_where_a_probe_was_seen_to_import_for_long(t
     def asked(key):
         return (screen.guard_config("candidate", "/app/repo", base, base, {}, warm_key=key) or {}).get("warm_modules")
     assert asked("never-probed") is None
-    screen.keep_import_cost("numpy-only", {"phases": {"modules": 0.1}, "warm": {"said": ["cold the harness ran x"]}})
+    screen.keep_import_cost("numpy-only", {"loads": [["numpy", 0.1], ["kernel.py", 2.0]], "warm": {"said": ["cold the harness ran x"]}})
     assert asked("numpy-only") is None
-    screen.keep_import_cost("torch", {"phases": {"modules": 3.8}})
+    screen.keep_import_cost("torch", {"loads": [["torch", 3.8], ["kernel.py", 0.1]]})
     assert asked("torch") == ["numpy", "torch.nn.functional"]  # installed names only: no relative or standard module
-    screen.keep_import_cost("torch", {"phases": {"modules": 0.003}, "warm": {"preloaded": [["torch", 3.5]]}})
+    screen.keep_import_cost("torch", {"loads": [], "warm": {"preloaded": [["torch", 3.5]]}})
     assert asked("torch") == ["numpy", "torch.nn.functional"], "a package the warm probe pays for keeps it"

@@ -41,7 +41,9 @@ class LiveProber:
         # the guard's out folder emptied of the grading's files (never through a link), then the
         # probe: by the warm probe the init started before the grader, where it still waits, else cold
         status = self.follow / "warm.status"
-        warm = supervise.warm_go_lines(self.follow, trust_in / instrument.WARM_GO, self.run_dir / "root" / "proc") \
+        # its answer waited for a quarter of the limit at most: a cold probe must still fit after it
+        warm = supervise.warm_go_lines(self.follow, trust_in / instrument.WARM_GO, self.run_dir / "root" / "proc",
+                                       answer_sec=max(5.0, limit / 4)) \
             if self.count == 1 and (self.follow / "warm.pid").is_file() else ""
         (self.follow / "command").write_text(
             f"find {q(self.trust_out)} -mindepth 1 -delete 2>/dev/null\n{warm}{self.chroot(command)}\n")
@@ -57,7 +59,8 @@ class LiveProber:
         (out / "grader_output.log").write_text(done.output)
         said = []  # what the warm probe said (why it left the probe cold, say)
         if warm and status.is_file():
-            said = [f"warm: {line}" for line in status.read_text(errors="replace").splitlines()[:8]]
+            with open(status, "rb") as f:  # its few lines, written before the candidate's code ran there
+                said = [f"warm: {line}" for line in f.read(4096).decode(errors="replace").splitlines()[:8]]
         return GradeRun(None, done.returncode, done.timed_out, done.seconds, done.output, notes=said,
                         infra_error=done.stopped if done.stopped and not done.timed_out else None,
                         trust_events=got, trust_socket=any(e.get("via") == "socket" for e in got))

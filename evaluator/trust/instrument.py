@@ -19,14 +19,14 @@ from pathlib import Path
 INSIDE = Path(__file__).resolve().parent / "inside"
 GUARD_FILES = ("pesflow_guard.pth", "pesflow_guard.py", "pesflow_guard_active.py", "pesflow_guard_watch.py",
                "pesflow_guard_calls.py", "pesflow_guard_objects.py", "pesflow_probe.py",
-               "pesflow_probe_objects.py")
+               "pesflow_probe_objects.py", "pesflow_probe_inputs.py")
 CONFIG_DIR = "/.pesflow-trust"  # read-only in the grading: config.json, the probe's inputs
 OUT_DIR = "/.pesflow-trust-out"  # writable: the guard's per-process files and kept inputs
 SOCKET = f"{CONFIG_DIR}/events.sock"
 # The probe's own files, carried beside its config (read-only) and loaded from there alone: a
 # file the candidate wrote during the grading (its working folder, PYTHONPATH, a user site)
 # cannot stand in for them.
-PROBE_FILES = ("pesflow_probe.py", "pesflow_probe_objects.py")
+PROBE_FILES = ("pesflow_probe.py", "pesflow_probe_objects.py", "pesflow_probe_inputs.py")
 WARM_FILE = "pesflow_probe_warm.py"  # the warm probe: started before the grader where probes follow up
 WARM_GO = "warm-go"  # in CONFIG_DIR: the host's go to the warm probe
 NOT_MODE_VARS = ("KERNELBENCH_DEVICE", "TRITON_INTERPRET")
@@ -63,8 +63,9 @@ def probe_command(exe: str, *, same_sandbox: bool = False) -> str:
         return f"{shlex.quote(exe)} -I -c {shlex.quote(boot)}"
     # root's write test fails only on a read-only mount: the link (a venv's python) and what it
     # points to must both be where the grading could not have replaced them
-    return (f"for e in {shlex.quote(exe)} python3 /usr/bin/python3; do p=$(command -v \"$e\") || continue; "
-            "r=$(readlink -f \"$p\") && [ ! -w \"$r\" ] && [ ! -w \"${p%/*}\" ] && break; done; "
+    return (f"ok=; for e in {shlex.quote(exe)} python3 /usr/bin/python3; do p=$(command -v \"$e\") || continue; "
+            "r=$(readlink -f \"$p\") && [ ! -w \"$r\" ] && [ ! -w \"${p%/*}\" ] && ok=1 && break; done; "
+            "[ -n \"$ok\" ] || { echo 'pesflow: no interpreter here the grading could not have written' >&2; exit 97; }; "
             f"exec \"$p\" -I -c {shlex.quote(boot)}")
 
 

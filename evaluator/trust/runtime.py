@@ -103,15 +103,24 @@ def read(events: list[dict[str, Any]], contract_classes: set[str],
 
 def records(events: list[dict[str, Any]], socket_used: bool) -> list[dict[str, Any]]:
     """The inputs each process kept for the probes, as its `end` event lists them (only the
-    socket's copy when there was one: the files are the candidate's to rewrite)."""
+    socket's copy when there was one: the files are the candidate's to rewrite), with the
+    process's argv, folder, path and interpreter as its `start` event saw them, before the
+    candidate's first line (a forked child's: its parent's); the `end` event's only without one."""
+    mine = [e for e in events if not socket_used or e.get("via") == "socket"]
+    starts: dict[Any, dict[str, Any]] = {}
+    for e in mine:
+        if e.get("kind") == "start":
+            starts[e.get("pid")] = starts.get(e.get("ppid"), e) if e.get("forked") else e
     out = []
-    for e in events:
-        if e.get("kind") != "end" or (socket_used and e.get("via") != "socket"):
+    for e in mine:
+        if e.get("kind") != "end":
             continue
+        seen = starts.get(e.get("pid"))
+        seen = seen if seen is not None and "sys_path" in seen else e
         for r in e.get("records") or []:
             if isinstance(r, dict) and r.get("role") == "candidate":
-                out.append({**r, "argv": e.get("argv"), "cwd": e.get("cwd"), "pid": e.get("pid"),
-                            "sys_path": e.get("sys_path"), "exe": e.get("exe")})
+                out.append({**r, "argv": seen.get("argv"), "cwd": seen.get("cwd"), "pid": e.get("pid"),
+                            "sys_path": seen.get("sys_path"), "exe": seen.get("exe")})
     return out
 
 

@@ -12,6 +12,7 @@ touches the grader's figures.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
@@ -155,18 +156,21 @@ class TrustScreen:
         return self.cache / "trust" / f"imports-{warm_key}.json"
 
     def keep_import_cost(self, warm_key: str, checks: dict[str, Any]) -> None:
-        """What this package's probe spent importing: a cold probe's module loading, or what the
-        warm probe preloaded (so that a package that pays for it keeps it)."""
+        """What this package's probe spent importing installed packages: what the warm probe
+        preloaded (so that a package that pays for it keeps it), else a cold probe's imports of
+        what its inputs hold (never the candidate's own module: its cost is the candidate's)."""
         warm = checks.get("warm") if isinstance(checks.get("warm"), dict) else {}
         if warm.get("preloaded"):
             seconds = sum(float(t) for _, t in warm["preloaded"])
-        elif isinstance(checks.get("phases"), dict):
-            seconds = float(checks["phases"].get("modules") or 0)
+        elif isinstance(checks.get("loads"), list):
+            seconds = sum(float(t) for n, t in checks["loads"] if n in ("numpy", "torch"))
         else:
             return
         p = self._imports_file(warm_key)
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(json.dumps({"seconds": round(seconds, 4)}))
+        tmp = p.with_name(f"{p.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"seconds": round(seconds, 4)}))
+        os.replace(tmp, p)  # whole or absent, with gradings in parallel
 
     # ------------------------------------------------------------------ the plausibility reference
     def _oracle_file(self, task_key: str) -> Path:

@@ -121,16 +121,23 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
     interesting = frozenset({"open", "sys._getframe", "sys._current_frames", "sys._getframemodulename", "gc.get_objects",
                              "gc.get_referrers", "gc.get_referents", "object.__setattr__", "object.__delattr__", "import",
                              "os.exec", "os.posix_spawn", "subprocess.Popen", "os.spawn", "os.rename", "os.link",
-                             "os.symlink"})
+                             "os.symlink", "os.mkdir"})
     writes = os.O_WRONLY | os.O_RDWR | os.O_CREAT
 
     def startup_file(path):
-        """A file an interpreter runs before (or instead of) pesflow's code when it starts: a .pth,
-        site/user customization, or one named as pesflow's own modules (the probe's among them)."""
+        """A file (or folder) an interpreter runs before, or instead of, pesflow's code when it
+        starts: a .pth in a site folder (elsewhere it is a checkpoint's usual suffix), a site or
+        user customization as a module or a package, or a module named as pesflow's own."""
         if isinstance(path, bytes):
             path = path.decode(errors="replace")
-        name = os.path.basename(path) if isinstance(path, str) else ""
-        return name.endswith(".pth") or name in ("sitecustomize.py", "usercustomize.py") or name.startswith("pesflow_")
+        if not isinstance(path, str):
+            return False
+        parts = [p for p in path.split("/") if p]
+        if not parts:
+            return False
+        if parts[-1].endswith(".pth"):
+            return len(parts) > 1 and parts[-2] in ("site-packages", "dist-packages")
+        return any(p.split(".")[0] in ("sitecustomize", "usercustomize") or p.startswith("pesflow_") for p in parts)
 
     def blame(family, evidence, hops=False, limit=8):
         """The finding, at the frame that raised this event if that frame is the candidate's
@@ -203,9 +210,10 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
             finally:
                 local.busy = False
             return
-        if event in ("os.rename", "os.link", "os.symlink"):  # (src, dst, ...): a file put in place under a startup name
-            if len(args) > 1 and isinstance(args[1], (str, bytes)) and startup_file(args[1]):
-                blame("guard_evasion", "wrote %s, a file interpreters run at start" % os.fsdecode(args[1]), hops=True, limit=12)
+        if event in ("os.rename", "os.link", "os.symlink", "os.mkdir"):  # a file put in place, a package made
+            dst = args[0] if event == "os.mkdir" else (args[1] if len(args) > 1 else None)
+            if isinstance(dst, (str, bytes)) and startup_file(dst):
+                blame("guard_evasion", "wrote %s, a file interpreters run at start" % os.fsdecode(dst), hops=True, limit=12)
             return
         if event == "import" and args and str(args[0]).startswith("pesflow_"):
             blame("guard_evasion", "imported " + args[0], hops=True, limit=12)
@@ -226,7 +234,10 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
         emit("start", ppid=os.getppid(), forked=True)
 
     _open_channels()
-    emit("start", ppid=os.getppid(), exe=sys.executable, argv=list(sys.argv), cwd=os.getcwd(), version=sys.version.split()[0])
+    # the process as the harness made it, before the candidate's first line: what the probes
+    # take (an exit handler of the candidate's could change argv, the path or the folder by then)
+    emit("start", ppid=os.getppid(), exe=sys.executable, argv=list(sys.argv), cwd=os.getcwd(), version=sys.version.split()[0],
+         sys_path=[p for p in sys.path if isinstance(p, str)])
     if isinstance(sys.argv, list):
         sys.argv = Argv(sys.argv)
     if isinstance(getattr(sys, "orig_argv", None), list):
@@ -261,7 +272,7 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
         check_first_sight(mod, attrs if attrs is not None else list(vars(mod)))
         watch(mod, attrs)
     for name in ("pesflow_guard", __name__, "pesflow_guard_watch", "pesflow_guard_calls", "pesflow_guard_objects",
-                 "pesflow_probe", "pesflow_probe_objects"):
+                 "pesflow_probe", "pesflow_probe_objects", "pesflow_probe_inputs"):
         me = sys.modules.get(name)
         if me is not None:
             watch(me)  # a write to the guard's own modules is named too

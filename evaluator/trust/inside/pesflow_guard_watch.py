@@ -152,7 +152,8 @@ def install(g):
                 v = getattr(mod, "__dict__", {}).get(k) if mod is not None else None
                 if v is not None and id(v) != seen:
                     prints[(modname, k)] = id(v)
-                    if defined_by_candidate(v) or (modname in ("time", "timeit") and cand_seen[0]):
+                    if defined_by_candidate(v) or (modname in ("time", "timeit") and cand_seen[0]) or (
+                            modname != "builtins" and planted(origin(v))):  # a clock's code the grading wrote
                         finding(family_for(modname, k), "%s.%s replaced (now %s)" % (modname, k, getattr(v, "__qualname__", type(v).__name__)))
         finally:
             local.busy = False
@@ -191,6 +192,8 @@ def install(g):
         real = real_of(filename)
         if real.startswith(system_roots) or "/site-packages/" in real or "/dist-packages/" in real:
             return False  # the interpreter's own and installed packages: the image's, whatever their times say
+        if real.startswith(("/tests/", "/opt/loop/")):
+            return False  # the graders' own, mounted or copied in for the grading
         try:
             return bool(started) and os.stat(real).st_ctime > started
         except OSError:

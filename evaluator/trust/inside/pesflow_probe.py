@@ -16,15 +16,14 @@ library (numpy and torch when the inputs hold them); Python 3.8+.
 import copy
 import hashlib
 import importlib
-import importlib.util
-import io
 import json
 import os
-import pickle
 import sys
 import time
 
+import pesflow_probe_inputs as inputs
 import pesflow_probe_objects as objects
+from pesflow_probe_inputs import load_module, loads
 
 _T0 = time.perf_counter()
 WARM = None  # what the warm probe (pesflow_probe_warm.py) imported before the grader ended, when it runs this
@@ -228,91 +227,6 @@ def timed(fn, calls, n=3):
     return best[len(best) // 2]
 
 
-def load_module(rec, path=None, suffix=""):
-    name = rec["module"]
-    if path is None:
-        try:
-            mod = importlib.import_module(name)
-            if os.path.realpath(getattr(mod, "__file__", "") or "") == os.path.realpath(rec["file"]):
-                return mod
-        except Exception:  # noqa: BLE001 - not importable by name: by its path
-            pass
-        path = rec["file"]
-    spec = importlib.util.spec_from_file_location(name + suffix, path)
-    mod = importlib.util.module_from_spec(spec)
-    if "." in name:
-        mod.__package__ = name.rpartition(".")[0]
-    if not suffix:
-        sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-class _Unpickler(pickle.Unpickler):
-    """Inputs made of the harness's own classes: those of its script (pickled as __main__'s) are
-    found in that script, loaded under another name (its `if __name__ == "__main__"` part not run)."""
-
-    argv = ()
-
-    def find_class(self, module, name):
-        if module == "__main__":
-            main = _harness_main(self.argv)
-            if main is not None and hasattr(main, name):
-                return getattr(main, name)
-        return pickle.Unpickler.find_class(self, module, name)
-
-
-_MAINS = {}
-
-
-def _harness_main(argv):
-    path = argv[0] if argv and isinstance(argv[0], str) and argv[0].endswith(".py") else None
-    if path is None:
-        return None
-    if path not in _MAINS:
-        _MAINS[path] = None
-        try:
-            src = open(path, "rb").read()
-            if b"__main__" in src:  # a script that runs only as a script: safe to load
-                spec = importlib.util.spec_from_file_location("__pesflow_harness_main__", path)
-                mod = importlib.util.module_from_spec(spec)
-                sys.modules[spec.name] = mod
-                spec.loader.exec_module(mod)
-                _MAINS[path] = mod
-        except Exception:  # noqa: BLE001 - it cannot be loaded here: its classes stay unknown
-            pass
-    return _MAINS[path]
-
-
-def loads(blob, argv):
-    u = _Unpickler(io.BytesIO(blob))
-    u.argv = tuple(argv or ())
-    return u.load()
-
-
-def restore(files):
-    """The scope files as graded, written back where the grading left them otherwise (a probe
-    in the grading's own sandbox): the probes call the code that was graded."""
-    done = []
-    for path, name in sorted(files.items()):
-        try:
-            want = open(os.path.join(os.path.dirname(CONFIG), name), "rb").read()
-            try:
-                if open(path, "rb").read() == want:
-                    continue
-            except OSError:
-                pass
-            if os.path.islink(path):
-                os.unlink(path)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as f:
-                f.write(want)
-            done.append(path)
-        except OSError:
-            continue
-    return done
-
-
 def main():
     t_main = time.perf_counter()
     spent = [0.0]  # loading the candidate's modules and the references (imports, a JIT's build)
@@ -322,8 +236,17 @@ def main():
     full = bool(cfg.get("full"))
     findings, checks = [], {"calls": 0, "compared": 0, "skipped": [], **({"warm": WARM} if WARM is not None else {})}
     recs = cfg.get("records", [])
-    checks["restored"] = restore(cfg.get("restore") or {})
+    checks["restored"] = inputs.restore(cfg.get("restore") or {}, os.path.dirname(CONFIG))
     first = recs[0] if recs else None
+    loaded = checks["loads"] = []  # [what, seconds]: where the fixed cost of a probe goes
+    for name in ("numpy", "torch"):  # what the inputs hold, from the interpreter's own path first:
+        if name not in sys.modules and any(name.encode() in inputs.blob(r, os.path.dirname(CONFIG)) for r in recs):  # never a folder the grading wrote
+            t_load = time.perf_counter()
+            try:
+                importlib.import_module(name)
+                loaded.append([name, round(time.perf_counter() - t_load, 4)])
+            except Exception:  # noqa: BLE001 - not installed there: the harness's path may have it
+                pass
     if first:
         sys.path[:0] = [p for p in first.get("sys_path") or [] if p not in sys.path]
         try:
@@ -332,7 +255,7 @@ def main():
             pass
     mods, refs, matches = {}, {}, []
     late_checked = False
-    loaded = checks["loads"] = []  # [what, seconds]: where the fixed cost of a probe goes
+    spent[0] += sum(t for _, t in loaded)
 
     def reference(rec, key, i):
         """The i-th reference module of `key` (the baseline first), loaded when first needed:
@@ -352,7 +275,7 @@ def main():
         if time.monotonic() > deadline:
             checks["skipped"].append("budget")
             break
-        blob = open(os.path.join(os.path.dirname(CONFIG), rec["name"]), "rb").read()
+        blob = inputs.blob(rec, os.path.dirname(CONFIG))
         if rec.get("size") is not None and len(blob) != rec["size"]:
             checks["skipped"].append("%s: a kept input did not come back whole" % rec["fn"])
             continue
@@ -362,11 +285,6 @@ def main():
         try:
             key = rec["file"]
             if key not in mods:
-                if b"torch" in blob and "torch" not in sys.modules:  # its inputs hold tensors
-                    t_load = time.perf_counter()
-                    importlib.import_module("torch")  # timed apart from the candidate's own module
-                    loaded.append(["torch", round(time.perf_counter() - t_load, 4)])
-                    spent[0] += loaded[-1][1]
                 t_load = time.perf_counter()
                 mods[key] = load_module(rec)
                 refs[key] = [None] * len(cfg.get("references", {}).get(key, []))  # each loaded when first needed

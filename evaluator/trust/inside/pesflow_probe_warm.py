@@ -9,11 +9,12 @@ Out of the grader's reach meanwhile: it makes itself non-dumpable before the gra
 init starts the grader only once it says so, so its imports before that meet nothing hostile; the
 grader, without CAP_SYS_PTRACE, can then neither trace it nor read or write its memory or its
 descriptors), ignores the signals a grader might send, imports only packages installed outside
-the source tree, at idle priority on a thread of its own, and takes its go from a file only the
-host can write (CONFIG_DIR is read-only in the sandbox). What it says goes to descriptor 3, a
-host file the chrooted grader cannot reach: shielded, ready, then run (or cold WHY: the host
-then starts the probe cold), done RC. The pesflow_guard of site's .pth waits until go, so the
-guard reads the probe's config, as in a cold probe. Standard library; Python 3.8+.
+the source tree (its path's writable folders left out meanwhile), and takes its go from a file
+only the host can write (CONFIG_DIR is read-only in the sandbox). What it says goes to descriptor
+3, a host file the chrooted grader cannot reach, closed before the candidate's code runs here:
+shielded, ready, then run (or cold WHY: the host then starts the probe cold; also when its
+limits, priority or CPUs were changed meanwhile). The pesflow_guard of site's .pth waits until
+go, so the guard reads the probe's config, as in a cold probe. Standard library; Python 3.8+.
 """
 
 import ctypes
@@ -25,7 +26,6 @@ import os
 import signal
 import site
 import sys
-import threading
 import time
 import traceback
 import types
@@ -58,26 +58,37 @@ def _installed(name, roots):
 
 
 def _preload(names, roots, out):
-    """On a thread of its own at idle priority (a thread's policy is its own: the probe, later on
-    the main thread, runs at the grader's priority)."""
+    """Imported here, on the main thread at the grader's priority (a lowered priority could not be
+    raised again without CAP_SYS_NICE, and threads an import starts, a BLAS pool, would keep it),
+    with the path's folders the grading could write left out meanwhile (root's write test fails
+    only on a read-only mount): an optional import of a package finds nothing the grader planted."""
+    kept = list(sys.path)
+    sys.path[:] = [p for p in kept if p and not os.access(p, os.W_OK)]
     try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):
-        pass
-    for name in names:
-        top = name.split(".")[0]
-        if top in sys.modules and name in sys.modules:
-            continue
-        if top not in out["checked"]:
-            out["checked"][top] = _installed(top, roots)
-        if not out["checked"][top]:
-            continue
-        t0 = time.perf_counter()
-        try:
-            importlib.import_module(name)
-            out["loaded"].append([name, round(time.perf_counter() - t0, 4)])
-        except BaseException as e:  # noqa: BLE001 - the probe imports it itself, or meets the same error
-            out["failed"].append([name, type(e).__name__])
+        for name in names:
+            top = name.split(".")[0]
+            if top in sys.modules and name in sys.modules:
+                continue
+            if top not in out["checked"]:
+                out["checked"][top] = _installed(top, roots)
+            if not out["checked"][top]:
+                continue
+            t0 = time.perf_counter()
+            try:
+                importlib.import_module(name)
+                out["loaded"].append([name, round(time.perf_counter() - t0, 4)])
+            except BaseException as e:  # noqa: BLE001 - the probe imports it itself, or meets the same error
+                out["failed"].append([name, type(e).__name__])
+    finally:
+        sys.path[:] = kept
+
+
+def _conditions():
+    """What a process of the same user may change on another without ptrace (prlimit, priority,
+    CPU affinity): a grader that starved this one would starve the probes it runs."""
+    import resource  # noqa: PLC0415 - optional: the probe runs cold where it is missing
+    limits = tuple(resource.getrlimit(getattr(resource, n)) for n in sorted(dir(resource)) if n.startswith("RLIMIT_"))
+    return limits, os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0), tuple(sorted(os.sched_getaffinity(0)))
 
 
 def _same_origins(loaded, sys_path):
@@ -104,20 +115,23 @@ def main():
     for s in _IGNORED:
         if hasattr(signal, s):
             signal.signal(getattr(signal, s), signal.SIG_IGN)
-    say.write("shielded\n")
     try:
         cfg = json.load(open(CONFIG_DIR + "/config.json"))
     except (OSError, ValueError):
         cfg = {}
-    # site as the interpreter would run it, its .pth files included, but the guard waits for go
+    # site as the interpreter would run it, its .pth files included, but the guard waits for go;
+    # before the grader starts (the init waits for `shielded`), so no .pth meets its files
     sys.modules["pesflow_guard"] = types.ModuleType("pesflow_guard")
     site.main()
+    try:
+        before = _conditions()
+    except (ImportError, OSError, AttributeError):
+        before = None
+    say.write("shielded\n")
     roots = tuple(r.rstrip("/") + "/" for r in cfg.get("warm_exclude") or [cfg.get("source_root") or "/app/repo"])
     out = {"checked": {}, "loaded": [], "failed": []}
     t0 = time.perf_counter()
-    worker = threading.Thread(target=_preload, args=(list(cfg.get("warm_modules") or []), roots, out), daemon=True)
-    worker.start()
-    worker.join()
+    _preload(list(cfg.get("warm_modules") or []), roots, out)
     say.write("ready %d %.3f\n" % (len(out["loaded"]), time.perf_counter() - t0))
     while not os.path.exists(GO):
         time.sleep(0.01)
@@ -126,8 +140,17 @@ def main():
     except (OSError, ValueError):
         probe_cfg = {}
     exe, records = probe_cfg.get("exe"), probe_cfg.get("records") or []
-    if not exe or os.path.abspath(exe) != os.path.abspath(sys.executable):
+    # the same interpreter in the same folder (so the same venv): `python` and `python3` both are
+    if not exe or os.path.realpath(exe) != os.path.realpath(sys.executable) or \
+            os.path.dirname(os.path.abspath(exe)) != os.path.dirname(os.path.abspath(sys.executable)):
         say.write("cold the harness ran %s, this is %s\n" % (exe, sys.executable))
+        return 0
+    try:
+        changed = before is None or _conditions() != before
+    except (ImportError, OSError, AttributeError):
+        changed = True
+    if changed:
+        say.write("cold its limits, priority or CPUs changed while the grader ran\n")
         return 0
     other = _same_origins(out["loaded"], (records[0].get("sys_path") or []) if records else [])
     if other:
@@ -142,19 +165,18 @@ def main():
     del sys.modules["pesflow_guard"]
     import pesflow_guard  # noqa: F401, PLC0415 - optional until go: the guard, now, on the probe's config
     say.write("run\n")
+    say.close()  # nothing the candidate's code runs here can write to the host's file
     sys.argv[:] = ["-c"]
     import pesflow_probe  # noqa: PLC0415 - optional until go: its clock starts at its import
     pesflow_probe.WARM = {"preloaded": out["loaded"], "failed": out["failed"], "seconds": round(time.perf_counter() - t0, 3)}
-    rc = 0
     try:
         pesflow_probe.main()
     except SystemExit as e:
-        rc = e.code if isinstance(e.code, int) else 1
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BaseException:  # noqa: BLE001 - as a cold probe's traceback would show it
         traceback.print_exc()
-        rc = 1
-    say.write("done %d\n" % rc)
-    return rc
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
