@@ -79,7 +79,8 @@ def supervised_command(command: str, *, proc: Path, status: Path, python: str, c
                        max_file_bytes: int, max_total_bytes: int, scratch: Path | None = None,
                        stray_grace: float = 2.0, results: list[Path] = (),  # type: ignore[assignment]
                        bulk_copy: list[tuple[Path, Path]] = (), bulk_bytes: tuple[int, int] = (64 << 20, 256 << 20),  # type: ignore[assignment]
-                       follow: Path | None = None, warm: str | None = None) -> str:
+                       follow: Path | None = None, warm: str | None = None, after_grader: str = "",
+                       warm_over: Path | None = None) -> str:
     """Shell lines that run `command` (a chroot line) as the child of the namespace's init,
     which stays to: note the grader's exit and time in `status` (a host file the grader
     cannot see), name the processes that outlived it by more than `stray_grace` seconds
@@ -99,7 +100,11 @@ def supervised_command(command: str, *, proc: Path, status: Path, python: str, c
     starts first: once it says it is out of the grader's reach (`shielded` in `follow/warm.status`)
     its pid and start time go to `follow/warm.pid` and the grader starts; it is no stray, and the
     reap after the grader spares it (everything else stopped, then killed) for the first
-    follow-up, which `warm_go_lines` hands the probes to."""
+    follow-up, which `warm_go_lines` hands the probes to; `warm_over` (a file the warm probe
+    sees, read-only) is made once the rest are gone, so it can ready the GPU meanwhile.
+
+    `after_grader` (a host-side shell line) runs once the grader's processes are dead, before
+    the copy: the trust screen's look at what the grading wrote (evaluator/trust/written.py)."""
     proc_glob = f"{q(proc)}/[0-9]*"
     pairs = " ".join(f"{q(a)} {q(b)}" for a, b in copy_out)
     tick = q(status.with_name(status.name + ".tick"))
@@ -167,7 +172,8 @@ reap_but_warm() {{
 }}
 wind_up() {{
   trap '' USR1
-  if [ -n "$1" ]; then reap_but_warm; else reap; fi
+  if [ -n "$1" ]; then reap_but_warm; {f": > {q(warm_over)}" if warm_over else ":"}; else reap; fi
+  {after_grader or ":"}
   {q(python)} -I -S -c {q(_COPY_OUT)} "$S" {q(scratch or '')} {int(max_file_bytes)} {int(max_total_bytes)} {q(chr(10).join(map(str, results)))} {pairs}
   {bulk}
 }}

@@ -291,6 +291,22 @@ def test_what_one_candidate_leaves_cannot_reach_the_next(dev):
     assert len(names) == 1, "a warm container is reset and reused, not replaced"
 
 
+@pytest.mark.slow
+def test_a_startup_file_a_shell_wrote_is_in_the_containers_changes_and_suspect(dev):
+    """A sitecustomize a shell wrote into the repository (no guard sees a shell's write) is in the
+    engine's list of the container's changes: suspect, and reset like anything else. What an
+    honest grading writes there (a checkpoint's .pth, a note in /tmp) is not."""
+    honest = "mkdir -p ckpt && : > ckpt/model.pth && : > /tmp/notes.txt"
+    run = "import subprocess\nsubprocess.run({!r}, shell=True, check=True)\n"
+    clean = dev.evaluate("kfc/toy-sum", candidate=probe(run.format(honest)), grader="hidden")
+    assert clean.correct and not clean.trust.suspect, clean.trust.reasons
+    planted = dev.evaluate("kfc/toy-sum", candidate=probe(run.format(honest + " && echo x=1 > sitecust''omize.py")), grader="hidden")
+    assert planted.correct and planted.trust.suspect, planted.trust.reasons
+    assert any("sitecustomize.py, a file interpreters run at start, was written" in r for r in planted.trust.reasons), planted.trust.reasons
+    check = "import os\nPROBE = os.path.exists('/app/repo/sitecustomize.py')\n"
+    assert dev.evaluate("kfc/toy-sum", candidate=probe(check), grader="hidden").raw["probe"] is False
+
+
 def _host_ip() -> str:
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:

@@ -30,7 +30,7 @@ from evaluator.config import EvaluatorConfig, ModalConfig
 from evaluator.evaluation import CandidateSource, Evaluator
 from evaluator.parallel import ParallelBackend
 from evaluator.task import load_task
-from evaluator.trust import instrument
+from evaluator.trust import instrument, written
 from evaluator.verdict import Status
 from tests.conftest import FIXTURES
 
@@ -104,6 +104,7 @@ class Sandbox:
         self.files: dict[str, bytes] = {}
         self.logs: dict[str, bytes] = {}
         self.terminated = 0
+        self.graded = False
 
     def poll(self):  # noqa: ANN201
         return None
@@ -130,6 +131,9 @@ class Sandbox:
             return Process("/opt/loop/score_engine.sh\n")
         if script == instrument.FIND_SITE_DIRS:
             return Process("\n".join(SITE_DIRS) + "\n")
+        if script == written.LIST_STARTUP:  # what the image holds, then what the grading wrote besides
+            names = [f"{d}/{n}\t1700000000.5" for d in SITE_DIRS for n in instrument.GUARD_FILES if d in SITE_DIRS[:1]]
+            return Process("\n".join(names + (self.rec.startup_written if self.graded else [])) + "\n")
         if "nvidia-smi" in script or "memory.events" in script:
             return Process(("oom_kill 1\n" if self.rec.oom else "oom_kill 0\n")
                            + ("NVIDIA H100 80GB HBM3\n" if "nvidia-smi" in script else ""))
@@ -145,6 +149,7 @@ class Sandbox:
             if self.rec.fail_grading:
                 raise RuntimeError("connection to Modal lost")
             kernel = self.files.get("/app/repo/toy/kernel.py", BASELINE.encode()).decode()
+            self.graded = True
             hidden = any(layer[2] == "/tests" for layer in self.image.layers)
             speedup = 500.0 if "n * (n + 1)" in kernel else 1.0
             reward = {"reward": 1.0 if speedup > 2 else 0.0, "speedup": speedup, "hard_fail_reasons": [],
@@ -164,6 +169,7 @@ class Recorder:
         self.oom = False
         self.create_delay = 0.0  # seconds Sandbox.create takes (a queue for quota)
         self.trust_out: dict[str, bytes] = {}  # what the guard left in /.pesflow-trust-out
+        self.startup_written: list[str] = []  # startup files the grading 'writes' (written.LIST_STARTUP's lines)
 
     def call(self, name: str, real, *args, **kwargs) -> None:  # noqa: ANN001
         # the real SDK's signature must accept exactly what the backend passed
@@ -439,3 +445,19 @@ def test_the_trust_guard_goes_in_and_what_it_saw_comes_back(rec, tmp_path):
     v = ev.evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FAST + "# honest\n"}), grader="hidden")
     assert v.status == Status.ok and not v.trust.suspect, v.trust
     assert v.trust.checks["runtime"]["processes"] >= 1, v.trust.checks
+
+
+def test_a_startup_file_the_grading_wrote_unseen_is_found_after_the_grader(rec, tmp_path):
+    """A sitecustomize a shell put on the path (no guard event names it) shows in the listings
+    taken before and after the grader: suspect. A checkpoint's .pth outside a site folder, and
+    the guard's own files already there before, are not."""
+    ev = make_evaluator(tmp_path)
+    rec.startup_written = ["/app/repo/ckpt/model.pth\t1700000100.0", f"{SITE_DIRS[0]}/pesflow_guard.py\t1700000000.5"]
+    v = ev.evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FAST}), grader="hidden")
+    assert v.status == Status.ok and not v.trust.suspect, v.trust
+    rec.startup_written = ["/app/repo/sitecustomize.py\t1700000100.0"]
+    v = ev.evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FAST + "# again\n"}), grader="hidden")
+    assert v.status == Status.ok and v.trust.suspect, v.trust
+    assert any(r.startswith("guard_evasion: /app/repo/sitecustomize.py") for r in v.trust.reasons), v.trust.reasons
+    listings = [a for a, _ in rec.execs if a[-1] == written.LIST_STARTUP]
+    assert len(listings) == 4  # before and after each grading

@@ -136,7 +136,8 @@ def _warm_script(d: Path, grader: str, shield: bool = True) -> str:
     (d / "warm.py").write_text(WARM.format(inside=str(INSIDE), go=str(d / "go"), shield='_shield(); say.write("shielded\\n")' if shield else ""))
     return f"mount -t proc proc {d}/proc\n" + supervise.supervised_command(
         grader, proc=d / "proc", status=d / "status", python=sys.executable, copy_out=[], max_file_bytes=1 << 20,
-        max_total_bytes=1 << 20, follow=d / "follow", warm=f"{_capped()} {sys.executable} -I -S {d}/warm.py")
+        max_total_bytes=1 << 20, follow=d / "follow", warm=f"{_capped()} {sys.executable} -I -S {d}/warm.py",
+        warm_over=d / "over")
 
 
 def _capped() -> str:
@@ -148,6 +149,7 @@ def _capped() -> str:
 def _warm_follow(d: Path, seen: dict):
     def followups(phase: sandbox.SandboxResult, more: sandbox.FollowUp) -> None:
         seen["status"] = supervise.read_status(d / "status")
+        seen["over"] = (d / "over").stat().st_mtime if (d / "over").exists() else None
         (d / "follow" / "command").write_text(supervise.warm_go_lines(d / "follow", d / "go", d / "proc")
                                               + "echo cold; exit 3\n")
         (d / "follow" / "copy").write_text("")
@@ -163,6 +165,8 @@ def test_the_warm_process_outlives_the_graders_reap_unnamed_and_runs_the_first_f
     seen: dict = {}
     sandbox.run(_warm_script(d, grader), network=False, timeout=60, followups=_warm_follow(d, seen))
     assert "sleep" in seen["status"].get("strays", "") and "python" not in seen["status"].get("strays", ""), seen["status"]
+    # the warm process is told once everything else is gone (it readies the GPU meanwhile)
+    assert seen["over"] is not None and seen["over"] >= float(seen["status"]["grader_end"]), seen
     first, second = seen["first"], seen["second"]
     assert first.returncode == 0 and "warm ran" in first.output and "cold" not in first.output, first
     assert second.returncode == 3 and "cold" in second.output and "warm ran" not in second.output, second

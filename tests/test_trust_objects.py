@@ -361,5 +361,7 @@ def test_a_module_of_tensors_is_replayed_on_tensors(tmp_path, case):
     assert sorted(r["n"] for r in recs) == [4, 24], recs  # each process's instance, whole
     got = _probe(tmp_path, events, full=True, baseline=TORCH_BASELINE)
     names = {f[0] for f in got["findings"]}
-    assert got["checks"]["compared"] == 2, got
+    # a cache keyed by id() answers a new tensor that took a freed one's address with the old
+    # output: that instance's replay is then partly wrong, which concludes nothing either way
+    assert got["checks"]["compared"] == 2 if case == "honest" else got["checks"]["compared"] >= 1, got
     assert names == (set() if case == "honest" else {"output_cached"}), got

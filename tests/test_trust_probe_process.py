@@ -40,8 +40,34 @@ def test_a_probe_stand_in_the_candidate_wrote_is_not_what_probes_it(evaluator, h
     assert v.correct and probes.get("ran") and probes.get("sandbox") == "the grading's", (v.status, v.message, probes)
     # pesflow's probe says where its time went; the stand-in does not
     assert "phases" in probes and probes.get("calls", 0) >= 1, probes
-    if how == "python":  # a write the guard sees is named for what it is
-        assert "guard_evasion" in v.trust.families, v.trust.reasons
+    # named for what it is: by the guard that saw Python write it, or by the look at the
+    # grading's writable layer once the grader was over (a shell's write, unseen)
+    assert "guard_evasion" in v.trust.families, v.trust.reasons
+    assert any("_probe.py" in r for r in v.trust.reasons), v.trust.reasons
+
+
+# A shell leaves a sitecustomize in the working folder (on PYTHONPATH) where no guard sees it
+# written; a checkpoint's .pth and a file in /tmp are what honest code writes.
+HONEST_WRITES = "mkdir -p ckpt && : > ckpt/model.pth && : > /tmp/weights.pth && : > /tmp/notes.txt"
+SHELL_WRITES = {
+    "honest": HONEST_WRITES,
+    "sitecustomize": HONEST_WRITES + " && printf 'x = 1\\n' > .pf && mv .pf sitecust''omize.py",
+    "user_site_package": HONEST_WRITES + " && mkdir -p /tmp/site-packages/usercustomize && : > /tmp/site-packages/usercustomize/__init__.py",
+}
+
+
+@pytest.mark.parametrize("what", sorted(SHELL_WRITES))
+def test_a_startup_file_a_shell_wrote_is_found_once_the_grader_is_over(evaluator, what):
+    task = evaluator.task("kfc/toy-sum")
+    code = f"import subprocess\nsubprocess.run({SHELL_WRITES[what]!r}, shell=True, check=True)\n" + CLOSED
+    v = evaluator.evaluate(task, candidate=CandidateSource(files={"toy/kernel.py": code}), grader="hidden")
+    assert v.correct, (v.status, v.message)
+    found = [r for r in v.trust.reasons if "found on its writable layer" in r]
+    if what == "honest":
+        assert not v.trust.suspect and not found, v.trust.reasons
+    else:
+        assert v.trust.suspect and found and ("sitecustomize" in found[0] or "usercustomize" in found[0]), v.trust.reasons
+        assert not any(".pth" in r or "notes" in r for r in found), found
 
 
 def test_the_warm_probe_imported_the_baselines_packages_and_probes_as_a_cold_one(cache_dir, tmp_path):

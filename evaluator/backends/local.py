@@ -36,7 +36,7 @@ from evaluator.config import LocalConfig
 from evaluator.hardware import gpu_mounts
 from evaluator.limits import DISK_QUOTA, HOST_OUT_OF_MEMORY, OUT_OF_MEMORY, Limits, sweep_leftovers, unenforced_note
 from evaluator.task import BUNDLED_TASKS, NOT_IN_IMAGE, Task, package_hash
-from evaluator.trust import collect, instrument
+from evaluator.trust import collect, instrument, written
 from evaluator.verdict import read_reward_file
 
 BACKEND_VERSION = "local-8"  # bump to invalidate prepared layers when the replay or the root changes
@@ -220,13 +220,16 @@ class LocalBackend:
                 proc=run_dir / "root/proc", status=run_dir / "status", python=self.stand_in().python, copy_out=copy,
                 max_file_bytes=self.config.max_log_bytes, max_total_bytes=16 * self.config.max_log_bytes,
                 scratch=scratch if scratch_mb else None, results=[scratch / "upper" / r.lstrip("/") for r in results],
-                bulk_copy=bulk, follow=follow, warm=warm)
+                bulk_copy=bulk, follow=follow, warm=warm, warm_over=run_dir / "trust-in" / instrument.WARM_OVER,
+                after_grader=written.scan_command(self.stand_in().python, plan.written_folders(scratch), run_dir / written.SCAN_FILE)
+                if trust else "")
         )
         events = collect.EventSocket(run_dir / "trust-in" / "events.sock") if trust else None
         concluded: list[GradeRun] = []
 
         def conclude(res: sandbox.SandboxResult) -> GradeRun:
             trust_events = self._trust_collect(events, run_dir, request) if events else []
+            trust_events += written.events(written.read_scan(run_dir / written.SCAN_FILE) or []) if events else []
             return self._conclude(res, run_dir, request, prepared, limits, scratch_mb, plan, iso, results, trust_events)
 
         def followups(phase: sandbox.SandboxResult, more: sandbox.FollowUp) -> None:  # only where `follow` is set

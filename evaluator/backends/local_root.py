@@ -212,6 +212,13 @@ class RootPlan:
         regions += _grading_specials(r, s, devices)
         return lines + [ln for _, ls in sorted(regions, key=lambda x: _depth(x[0])) for ln in ls]
 
+    @staticmethod
+    def written_folders(scratch: Path) -> list[tuple[Path, str]]:
+        """Where grading_lines puts a grading's writes, each with its path in the sandbox: the
+        writable paths' upper layers under /, and the scratch's folders for the special mounts."""
+        return [(scratch / "upper", "/"), (scratch / "tmp", "/tmp"), (scratch / "vartmp", "/var/tmp"),
+                (scratch / "shm", "/dev/shm"), (scratch / "run", "/run")]
+
 
 def _read_only(lowers: list[str], target: str, extra: str = "") -> list[str]:
     if len(lowers) == 1:

@@ -59,7 +59,7 @@ from evaluator.limits import OUT_OF_MEMORY
 from evaluator.dockerfile import DockerfileError
 from evaluator.sandbox import BoundedSink
 from evaluator.task import DEV_ENGINES, NOT_IN_IMAGE, Task, dev_engine_of, package_hash
-from evaluator.trust import collect, instrument
+from evaluator.trust import collect, instrument, written
 from evaluator.verdict import read_reward_file
 
 BACKEND_VERSION = "modal-2"
@@ -248,6 +248,7 @@ class ModalBackend:
             deletions = self._write_candidate(sb, task.source_root, request.files)
             if deletions:
                 command = f"rm -f -- {' '.join(shlex.quote(p) for p in deletions)}; {command}"
+            startup = _run(sb, "sh", "-c", written.LIST_STARTUP)[1] if request.trust is not None else ""
             rc, output, timed_out = self._run_grader(sb, grader_script(command, "", spare_existing=True), request)
             (request.out_dir / "grader_output.log").write_text(output)
             logs = request.out_dir / "logs"
@@ -258,6 +259,8 @@ class ModalBackend:
                 _, tar = _run(sb, "sh", "-c", f"cd {instrument.OUT_DIR} 2>/dev/null && tar -cf - . || true", text=False)
                 archive.extract_regular(io.BytesIO(tar), request.out_dir / "trust", limit=64 << 20)
                 trust_events = collect.read_event_files(request.out_dir / "trust")
+                # startup files the grading wrote, whatever wrote them (trust/written.py)
+                trust_events += written.events(written.listing_changes(startup, _run(sb, "sh", "-c", written.LIST_STARTUP)[1]))
             # the memory cgroup's OOM kills (a fresh sandbox: any is this grading's), and the GPU's name
             probe = _run(sb, "sh", "-c", "grep -h '^oom_kill ' /sys/fs/cgroup/memory.events 2>/dev/null; "
                          + ("nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1" if settings["gpu"] else "true"))[1]

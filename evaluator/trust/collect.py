@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import threading
 from pathlib import Path
@@ -34,8 +35,8 @@ class EventSocket:
         finally:
             os.close(fd)
         os.chmod(self.path, 0o666)
-        self._sock.settimeout(0.1)
-        self._stop = threading.Event()
+        self._sock.setblocking(False)
+        self._wake_r, self._wake_w = os.pipe()  # close() ends the reader's wait at once, not at a poll's next tick
         self._closed = False
         self._thread = threading.Thread(target=self._read, name="pesflow-trust-events", daemon=True)
         self._thread.start()
@@ -43,14 +44,17 @@ class EventSocket:
     def _read(self) -> None:
         while True:
             try:
-                data = self._sock.recv(1 << 17)
-            except socket.timeout:
-                if self._stop.is_set():
-                    return
+                ready, _, _ = select.select([self._sock, self._wake_r], [], [])
+            except (OSError, ValueError):
+                return
+            if self._wake_r in ready:
+                return  # close() drains what is left
+            try:
+                self._take(self._sock.recv(1 << 17))
+            except BlockingIOError:
                 continue
             except OSError:
                 return
-            self._take(data)
 
     def _take(self, data: bytes) -> None:
         if len(self.events) >= MAX_EVENTS:
@@ -69,10 +73,11 @@ class EventSocket:
         if self._closed:  # once: what it had is what a second caller gets
             return self.events
         self._closed = True
-        self._stop.set()
+        os.write(self._wake_w, b"x")
         self._thread.join(timeout=2)
-        self._sock.setblocking(False)
-        while True:  # what arrived after the last timeout
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+        while True:  # what arrived after the reader's last read
             try:
                 self._take(self._sock.recv(1 << 17))
             except OSError:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 INSIDE = Path(__file__).resolve().parent / "inside"
 GUARD_FILES = ("pesflow_guard.pth", "pesflow_guard.py", "pesflow_guard_active.py", "pesflow_guard_watch.py",
-               "pesflow_guard_calls.py", "pesflow_guard_objects.py", "pesflow_probe.py",
+               "pesflow_guard_calls.py", "pesflow_guard_objects.py", "pesflow_guard_startup.py", "pesflow_probe.py",
                "pesflow_probe_objects.py", "pesflow_probe_inputs.py")
 CONFIG_DIR = "/.pesflow-trust"  # read-only in the grading: config.json, the probe's inputs
 OUT_DIR = "/.pesflow-trust-out"  # writable: the guard's per-process files and kept inputs
@@ -29,6 +29,7 @@ SOCKET = f"{CONFIG_DIR}/events.sock"
 PROBE_FILES = ("pesflow_probe.py", "pesflow_probe_objects.py", "pesflow_probe_inputs.py")
 WARM_FILE = "pesflow_probe_warm.py"  # the warm probe: started before the grader where probes follow up
 WARM_GO = "warm-go"  # in CONFIG_DIR: the host's go to the warm probe
+WARM_OVER = "grader-over"  # in CONFIG_DIR: the init's word that the grader's processes are gone
 NOT_MODE_VARS = ("KERNELBENCH_DEVICE", "TRITON_INTERPRET")
 # Every site-packages folder of an image (where the guard goes), for a backend that asks the image itself.
 FIND_SITE_DIRS = ("find / -xdev -maxdepth 7 -type d \\( -name site-packages -o -name dist-packages \\) "
@@ -58,7 +59,7 @@ def probe_command(exe: str, *, same_sandbox: bool = False) -> str:
     among them, still load), its code from CONFIG_DIR. In the grading's own sandbox an
     interpreter on a writable path (one the grading could have written) gives way to the first
     of python3, /usr/bin/python3 that is not."""
-    boot = f"import sys; sys.path.insert(0, {CONFIG_DIR!r}); import pesflow_probe; pesflow_probe.main()"
+    boot = f"import sys; sys.path.insert(0, {CONFIG_DIR!r}); import pesflow_probe; pesflow_probe.run()"
     if not same_sandbox:
         return f"{shlex.quote(exe)} -I -c {shlex.quote(boot)}"
     # root's write test fails only on a read-only mount: the link (a venv's python) and what it

@@ -324,10 +324,14 @@ class Containers:
         return ({(p, 1) for p in entries - image} | {(p, 2) for p in image - entries}
                 | {(p, 0) for p in changed & image})
 
+    def changes(self, api: docker.APIClient, key: str, w: _Warm) -> set[tuple[str, int]]:
+        """What the container's gradings changed since its last reset, in the engine's terms
+        ((path, kind): 0 modified, 1 added, 2 deleted), the writable paths' volumes included."""
+        return ({(c["Path"], c["Kind"]) for c in (api.diff(w.id) or [])} - w.baseline) | self._volume_changes(api, key, w)
+
     def reset(self, api: docker.APIClient, prepared: Prepared, w: _Warm) -> None:
         for _ in range(2):
-            changes = {(c["Path"], c["Kind"]) for c in (api.diff(w.id) or [])} - w.baseline
-            changes |= self._volume_changes(api, prepared.key, w)
+            changes = self.changes(api, prepared.key, w)
             if len(changes) > MAX_RESET_PATHS:
                 raise _Dirty(f"{len(changes)} paths changed")
             # a directory listed only because something below it changed is not itself a change

@@ -47,7 +47,7 @@ from evaluator.limits import TOO_MANY_PROCESSES, cgroup_count, kill_members, une
 from evaluator.parallel import Slot
 from evaluator.sandbox import BoundedSink
 from evaluator.task import DEV_ENGINES, Task, dev_engine_of
-from evaluator.trust import collect, instrument
+from evaluator.trust import collect, instrument, written
 from evaluator.verdict import read_reward_file
 
 PODMAN_SOCKET = "/run/podman/podman.sock"
@@ -193,6 +193,8 @@ class DockerBackend:
             (request.out_dir / "grader_output.log").write_text(output)
             self._copy_logs(api, w, request.out_dir / "logs")
             trust_events = self._trust_events(api, w, events, request) if events is not None else []
+            if events is not None:  # startup files the grading wrote, whatever wrote them (trust/written.py)
+                trust_events += written.events(written.startup_changes(self.containers.changes(api, prepared.key, w)))
             events = None
             reward = None
             for rel in results:

@@ -124,20 +124,7 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
                              "os.symlink", "os.mkdir"})
     writes = os.O_WRONLY | os.O_RDWR | os.O_CREAT
 
-    def startup_file(path):
-        """A file (or folder) an interpreter runs before, or instead of, pesflow's code when it
-        starts: a .pth in a site folder (elsewhere it is a checkpoint's usual suffix), a site or
-        user customization as a module or a package, or a module named as pesflow's own."""
-        if isinstance(path, bytes):
-            path = path.decode(errors="replace")
-        if not isinstance(path, str):
-            return False
-        parts = [p for p in path.split("/") if p]
-        if not parts:
-            return False
-        if parts[-1].endswith(".pth"):
-            return len(parts) > 1 and parts[-2] in ("site-packages", "dist-packages")
-        return any(p.split(".")[0] in ("sitecustomize", "usercustomize") or p.startswith("pesflow_") for p in parts)
+    from pesflow_guard_startup import startup_file  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
 
     def blame(family, evidence, hops=False, limit=8):
         """The finding, at the frame that raised this event if that frame is the candidate's
