@@ -51,6 +51,8 @@ def guarded(tmp_path: Path, kernel: str, harness: str = HARNESS, argv: tuple[str
            "candidate_hashes": {hashlib.sha256(src.encode()).hexdigest(): "submission/kernel.py"},
            "baseline_hashes": {}, "mode_vars": ["KERNELBENCH_VERIFY_MODE"], "out_dir": str(out), "record": True,
            "source_root": str(pkg), **(limits or {})}
+    if cfg.get("started") == "now":  # the grading began once the repository was in place
+        cfg["started"] = time.time()
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     (tmp_path / "harness.py").write_text(harness.format(pkg=str(pkg)))
     env = {**os.environ, "PESFLOW_TRUST_TEST_CONFIG": str(tmp_path / "config.json"), "PYTHONPATH": str(INSIDE),
@@ -201,6 +203,26 @@ def test_a_file_interpreters_run_at_start_written_by_the_candidate_is_guard_evas
     assert "guard_evasion" in found and any("kernel.py:3" in e for e in found["guard_evasion"]), found
 
 
+# A module of the repository the candidate did not write (helpers.py beside the scope file): its
+# inode's change time made new would pass it off as one the grading wrote, which the guard does
+# not watch; rewriting it changes what the harness runs.
+IMAGE_MODULE_WRITES = {
+    "chmod": ("os.chmod(helpers.__file__, 0o644)", "guard_evasion"),
+    "utime_by_pathlib_touch": ("pathlib.Path(helpers.__file__).touch()", "guard_evasion"),
+    "chown": ("os.chown(helpers.__file__, os.getuid(), -1)", "guard_evasion"),
+    "rewritten_by_append": ("open(helpers.__file__, 'a').write('OFFSET = 1\\n')", "harness_patched"),
+    "rewritten_by_os_open": ("os.close(os.open(helpers.__file__, os.O_WRONLY | os.O_APPEND))", "harness_patched"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(IMAGE_MODULE_WRITES))
+def test_a_module_of_the_image_changed_by_the_candidate_is_named(tmp_path, case):
+    code, family = IMAGE_MODULE_WRITES[case]
+    kernel = f"import os, pathlib\nfrom submission import helpers\n{code}\ndef entry(x):\n    return x * 2\n"
+    found = families(guarded(tmp_path, kernel, limits={"started": "now"}))
+    assert family in found and any("helpers.py" in e and "kernel.py:3" in e for e in found[family]), found
+
+
 def test_honest_files_a_kernel_writes_are_not_startup_files(tmp_path):
     # a JIT's generated module in a folder of its own, imported by path; an autotuning cache
     kernel = ("import importlib.util, json, os, tempfile\nD = tempfile.mkdtemp()\n"
@@ -209,8 +231,10 @@ def test_honest_files_a_kernel_writes_are_not_startup_files(tmp_path):
               "gen = importlib.util.module_from_spec(spec); spec.loader.exec_module(gen)\n"
               "json.dump({'block': 64}, open(os.path.join(D, 'autotune.json'), 'w'))\n"
               "open(os.path.join(D, 'model.pth'), 'wb').write(b'weights')  # a checkpoint's usual name, not in a site folder\n"
+              "os.chmod(os.path.join(D, 'gen_kernel.py'), 0o755)  # its own module: new, not the image's\n"
+              "from submission import helpers\nopen(helpers.__file__).read()  # the repository's module, read\n"
               "def entry(x):\n    return gen.f(x)\n")
-    assert families(guarded(tmp_path, kernel, limits={"started": time.time()})) == {}
+    assert families(guarded(tmp_path, kernel, limits={"started": "now"})) == {}
 
 
 PLANTED_FIRST = """

@@ -121,10 +121,24 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
     interesting = frozenset({"open", "sys._getframe", "sys._current_frames", "sys._getframemodulename", "gc.get_objects",
                              "gc.get_referrers", "gc.get_referents", "object.__setattr__", "object.__delattr__", "import",
                              "os.exec", "os.posix_spawn", "subprocess.Popen", "os.spawn", "os.rename", "os.link",
-                             "os.symlink", "os.mkdir"})
+                             "os.symlink", "os.mkdir", "os.chmod", "os.utime", "os.chown"})
     writes = os.O_WRONLY | os.O_RDWR | os.O_CREAT
 
     from pesflow_guard_startup import startup_file  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
+
+    started = float(cfg.get("started") or 0)
+
+    def image_module(path):
+        """A Python file that was there before the grading began, not the candidate's: a harness's
+        or the repository's module, which the guard watches because its change time is old."""
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        if not isinstance(path, str) or not path.endswith(".py") or role(path) is not None:
+            return False
+        try:
+            return bool(started) and os.stat(path).st_ctime <= started
+        except OSError:
+            return False
 
     def blame(family, evidence, hops=False, limit=8):
         """The finding, at the frame that raised this event if that frame is the candidate's
@@ -146,6 +160,10 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
             if ((isinstance(mode, str) and ("w" in mode or "a" in mode or "x" in mode or "+" in mode))
                     or (mode is None and isinstance(flags, int) and flags & writes)) and startup_file(path):
                 blame("guard_evasion", "wrote %s, a file interpreters run at start" % os.fsdecode(path), hops=True, limit=12)
+                return
+            if ((isinstance(mode, str) and ("w" in mode or "a" in mode or "+" in mode))
+                    or (mode is None and isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR))) and image_module(path):
+                blame("harness_patched", "rewrote %s, a module the grading did not write" % os.fsdecode(path), hops=True, limit=12)
                 return
             if isinstance(path, bytes):
                 path = path.decode(errors="replace")
@@ -196,6 +214,12 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
                             "%s.%s.__code__ replaced" % (getattr(obj, "__module__", "?"), getattr(obj, "__qualname__", "?")), f)
             finally:
                 local.busy = False
+            return
+        if event in ("os.chmod", "os.utime", "os.chown"):
+            # its change time made new, a module would read as one the grading wrote: unwatched
+            if args and isinstance(args[0], (str, bytes)) and image_module(args[0]):
+                blame("guard_evasion", "changed the inode of %s, a module the grading did not write (%s)"
+                      % (os.fsdecode(args[0]), event), hops=True, limit=12)
             return
         if event in ("os.rename", "os.link", "os.symlink", "os.mkdir"):  # a file put in place, a package made
             dst = args[0] if event == "os.mkdir" else (args[1] if len(args) > 1 else None)
