@@ -292,7 +292,7 @@ def test_what_one_candidate_leaves_cannot_reach_the_next(dev):
 
 
 @pytest.mark.slow
-def test_a_startup_file_a_shell_wrote_is_in_the_containers_changes_and_suspect(dev):
+def test_what_a_shell_wrote_is_in_the_containers_changes_and_suspect(dev):
     """A sitecustomize a shell wrote into the repository (no guard sees a shell's write) is in the
     engine's list of the container's changes: suspect, and reset like anything else. What an
     honest grading writes there (a checkpoint's .pth, a note in /tmp) is not."""
@@ -305,6 +305,10 @@ def test_a_startup_file_a_shell_wrote_is_in_the_containers_changes_and_suspect(d
     assert any("sitecustomize.py, a file interpreters run at start, was written" in r for r in planted.trust.reasons), planted.trust.reasons
     check = "import os\nPROBE = os.path.exists('/app/repo/sitecustomize.py')\n"
     assert dev.evaluate("kfc/toy-sum", candidate=probe(check), grader="hidden").raw["probe"] is False
+    # a module of the repository that is not the candidate's, touched: the guard would take it for the grading's
+    touched = dev.evaluate("kfc/toy-sum", candidate=probe(run.format(honest + " && touch toy/other.py")), grader="hidden")
+    assert touched.correct and any(r.startswith("harness_patched: /app/repo/toy/other.py") for r in touched.trust.reasons), \
+        touched.trust.reasons
 
 
 def _host_ip() -> str:

@@ -46,28 +46,34 @@ def test_a_probe_stand_in_the_candidate_wrote_is_not_what_probes_it(evaluator, h
     assert any("_probe.py" in r for r in v.trust.reasons), v.trust.reasons
 
 
-# A shell leaves a sitecustomize in the working folder (on PYTHONPATH) where no guard sees it
-# written; a checkpoint's .pth and a file in /tmp are what honest code writes.
-HONEST_WRITES = "mkdir -p ckpt && : > ckpt/model.pth && : > /tmp/weights.pth && : > /tmp/notes.txt"
+# A shell leaves a sitecustomize in the working folder (on PYTHONPATH), or changes a module of the
+# repository that is not the candidate's, where no guard sees it; a checkpoint's .pth and files in
+# /tmp are what honest code writes. (case: the shell's line, what the reason names)
+HONEST_WRITES = "mkdir -p ckpt && : > ckpt/model.pth && : > /tmp/weights.pth && : > /tmp/notes.py"
 SHELL_WRITES = {
-    "honest": HONEST_WRITES,
-    "sitecustomize": HONEST_WRITES + " && printf 'x = 1\\n' > .pf && mv .pf sitecust''omize.py",
-    "user_site_package": HONEST_WRITES + " && mkdir -p /tmp/site-packages/usercustomize && : > /tmp/site-packages/usercustomize/__init__.py",
+    "honest": (HONEST_WRITES, None),
+    "sitecustomize": (HONEST_WRITES + " && printf 'x = 1\\n' > .pf && mv .pf sitecust''omize.py",
+                      "guard_evasion: /app/repo/sitecustomize.py, a file interpreters run at start, was written"),
+    "user_site_package": (HONEST_WRITES + " && mkdir -p /tmp/site-packages/usercustomize && : > /tmp/site-packages/usercustomize/__init__.py",
+                          "guard_evasion: /tmp/site-packages/usercustomize, a file interpreters run at start"),
+    "image_module_touched": (HONEST_WRITES + " && touch toy/other.py", "harness_patched: /app/repo/toy/other.py, a module the image"),
+    "image_module_rewritten": (HONEST_WRITES + " && echo 'x = 2' >> toy/other.py", "harness_patched: /app/repo/toy/other.py"),
 }
 
 
 @pytest.mark.parametrize("what", sorted(SHELL_WRITES))
-def test_a_startup_file_a_shell_wrote_is_found_once_the_grader_is_over(evaluator, what):
+def test_what_a_shell_wrote_is_found_once_the_grader_is_over(evaluator, what):
     task = evaluator.task("kfc/toy-sum")
-    code = f"import subprocess\nsubprocess.run({SHELL_WRITES[what]!r}, shell=True, check=True)\n" + CLOSED
+    line, named = SHELL_WRITES[what]
+    code = f"import subprocess\nsubprocess.run({line!r}, shell=True, check=True)\n" + CLOSED
     v = evaluator.evaluate(task, candidate=CandidateSource(files={"toy/kernel.py": code}), grader="hidden")
     assert v.correct, (v.status, v.message)
     found = [r for r in v.trust.reasons if "found on its writable layer" in r]
-    if what == "honest":
+    if named is None:
         assert not v.trust.suspect and not found, v.trust.reasons
     else:
-        assert v.trust.suspect and found and ("sitecustomize" in found[0] or "usercustomize" in found[0]), v.trust.reasons
-        assert not any(".pth" in r or "notes" in r for r in found), found
+        assert v.trust.suspect and any(r.startswith(named) for r in found), v.trust.reasons
+        assert not any(".pth" in r or "notes" in r or "kernel.py" in r for r in found), found
 
 
 def test_the_warm_probe_imported_the_baselines_packages_and_probes_as_a_cold_one(cache_dir, tmp_path):

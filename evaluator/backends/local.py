@@ -28,13 +28,14 @@ from typing import Any
 from evaluator import isolation, sandbox, supervise
 from evaluator.backends.base import GradeRequest, GradeRun, InfraError, Prepared, command_for
 from evaluator.backends.local_build import READY, Build, last_line
+from evaluator.backends import local_scratch
 from evaluator.backends.local_probe import LiveProber
 from evaluator.backends.local_folders import grading_folder, remove_tree, sweep_folders
 from evaluator.backends.local_root import Layout, RootError, RootPlan, bind_lines, make_identity, make_skeleton, script
 from evaluator.backends.standin import StandIn, StandInError, discover, stand_in_fault
 from evaluator.config import LocalConfig
 from evaluator.hardware import gpu_mounts
-from evaluator.limits import DISK_QUOTA, HOST_OUT_OF_MEMORY, OUT_OF_MEMORY, Limits, sweep_leftovers, unenforced_note
+from evaluator.limits import HOST_OUT_OF_MEMORY, OUT_OF_MEMORY, Limits, sweep_leftovers, unenforced_note
 from evaluator.task import BUNDLED_TASKS, NOT_IN_IMAGE, Task, package_hash
 from evaluator.trust import collect, instrument, written
 from evaluator.verdict import read_reward_file
@@ -209,6 +210,9 @@ class LocalBackend:
         copy = [(scratch / "upper/logs", run_dir / "out/logs")]
         copy += [(scratch / "upper" / r.lstrip("/"), run_dir / "out" / r.lstrip("/")) for r in results if not r.startswith("/logs/")]
         bulk = [(scratch / "trust-out", run_dir / "trust-out")] if trust else []
+        scan = written.scan_command(self.stand_in().python, plan.written_folders(scratch), plan.writable_layers(scratch),
+                                    written.candidate_paths(task.source_root, task.scope, request.files),
+                                    run_dir / written.SCAN_FILE) if trust else ""  # what the grading wrote, after it
         body = (
             sandbox.scratch_script(scratch, scratch_mb, run_dir / "seed")
             + script(root_lines + bind_lines(run_dir / "root", binds, [os.path.expanduser(p) for p in self.config.hide_paths],
@@ -220,16 +224,14 @@ class LocalBackend:
                 proc=run_dir / "root/proc", status=run_dir / "status", python=self.stand_in().python, copy_out=copy,
                 max_file_bytes=self.config.max_log_bytes, max_total_bytes=16 * self.config.max_log_bytes,
                 scratch=scratch if scratch_mb else None, results=[scratch / "upper" / r.lstrip("/") for r in results],
-                bulk_copy=bulk, follow=follow, warm=warm, warm_over=run_dir / "trust-in" / instrument.WARM_OVER,
-                after_grader=written.scan_command(self.stand_in().python, plan.written_folders(scratch), run_dir / written.SCAN_FILE)
-                if trust else "")
+                bulk_copy=bulk, follow=follow, warm=warm, warm_over=run_dir / "trust-in" / instrument.WARM_OVER, after_grader=scan)
         )
         events = collect.EventSocket(run_dir / "trust-in" / "events.sock") if trust else None
         concluded: list[GradeRun] = []
 
         def conclude(res: sandbox.SandboxResult) -> GradeRun:
             trust_events = self._trust_collect(events, run_dir, request) if events else []
-            trust_events += written.events(written.read_scan(run_dir / written.SCAN_FILE) or []) if events else []
+            trust_events += (written.read_scan(run_dir / written.SCAN_FILE) or []) if events else []
             return self._conclude(res, run_dir, request, prepared, limits, scratch_mb, plan, iso, results, trust_events)
 
         def followups(phase: sandbox.SandboxResult, more: sandbox.FollowUp) -> None:  # only where `follow` is set
@@ -239,7 +241,7 @@ class LocalBackend:
 
         try:
             res = sandbox.run(body, network=False, timeout=request.timeout, max_output=self.config.max_log_bytes,
-                              limits=limits, watch=_scratch_watch(scratch, scratch_mb), grace=STOP_GRACE_SEC,
+                              limits=limits, watch=local_scratch.watch(scratch, scratch_mb), grace=STOP_GRACE_SEC,
                               max_output_total=self.config.max_output_mb << 20, followups=followups if follow else None)
         except BaseException as e:
             if events is not None:
@@ -272,13 +274,13 @@ class LocalBackend:
         (request.out_dir / "grader_output.log").write_text(res.output)
         breach = res.killed if res.killed != "timeout" else None
         logs_text = _logs_text(request.out_dir / "logs")
-        breach = breach or _scratch_full(status, scratch_mb) or _address_space_full(res, status, logs_text)
+        breach = breach or local_scratch.full(status, scratch_mb) or _address_space_full(res, status, logs_text)
         strays = status.get("strays", "").split()
         report = {"limits": {"memory_mb": limits.memory_mb, "pids": limits.pids, "disk_mb": scratch_mb,
                              "output_mb": self.config.max_output_mb, "timeout_sec": request.timeout},
                   "killed": res.killed, "breach": breach, "strays": strays, "usage": res.usage,
                   "signalled": status.get("signalled") or ("USR1" if status.get("stopped") and not res.killed else None),
-                  "scratch_used_bytes": _int(status.get("scratch_used")), "warnings": res.warnings,
+                  "scratch_used_bytes": local_scratch.as_int(status.get("scratch_used")), "warnings": res.warnings,
                   "writable": plan.layout.writable, "host_areas": plan.layout.areas,
                   "sandbox": iso.mode, "mechanisms": _mechanisms(res, scratch_mb), "unenforced": res.unenforced}
         (request.out_dir / "limits.json").write_text(json.dumps(report, indent=1))
@@ -392,41 +394,6 @@ def _limit_verdict(reward: dict[str, Any] | None, reasons: list[str], res: sandb
 def _gpu_devices() -> list[str]:
     """The GPU's device nodes, bound into a GPU task's otherwise minimal /dev."""
     return sorted(str(p) for p in Path("/dev").glob("nvidia*")) + (["/dev/dri"] if Path("/dev/dri").is_dir() else [])
-
-
-def _scratch_watch(scratch: Path, size_mb: int | None):
-    """A watch for sandbox.run: the scratch tmpfs, seen through the namespace's init, is full."""
-    if not size_mb:
-        return None
-
-    def watch(pid1: int) -> str | None:
-        try:
-            v = os.statvfs(f"/proc/{pid1}/root{scratch}")
-        except OSError:
-            return None
-        if v.f_blocks * v.f_frsize != size_mb << 20:
-            return None  # not mounted yet: this is the host's disk
-        return DISK_QUOTA if _full(v.f_bfree * v.f_frsize, size_mb << 20, v.f_ffree) else None
-
-    return watch
-
-
-def _full(free: int, total: int, inodes_free: int) -> bool:
-    return free < max(1 << 20, total // 100) or inodes_free == 0
-
-
-def _scratch_full(status: dict[str, str], size_mb: int | None) -> str | None:
-    used, total, inodes = _int(status.get("scratch_used")), _int(status.get("scratch_total")), _int(status.get("inodes_free"))
-    if size_mb and used is not None and total and _full(total - used, total, inodes if inodes is not None else 1):
-        return DISK_QUOTA
-    return None
-
-
-def _int(v: str | None) -> int | None:
-    try:
-        return int(v) if v is not None else None
-    except ValueError:
-        return None
 
 
 def _grader_seconds(status: dict[str, str]) -> float | None:

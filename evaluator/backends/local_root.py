@@ -159,21 +159,25 @@ class RootPlan:
         return self.layer_of(path) / path.lstrip("/")
 
     def _lowers(self, path: str, image: bool = True) -> list[str]:
+        """The layers seen at `path`, top first, as overlay options spell them."""
+        return [_opt(p) for p in self.lower_dirs(path, image)]
+
+    def lower_dirs(self, path: str, image: bool = True) -> list[Path]:
         """The layers seen at `path`, top first: the image's, the identity over /etc, the host
         folder it shows through, the skeleton's mount points."""
         rel = path.lstrip("/")
         out = []
         if self.trust is not None and (self.trust / rel).is_dir():
-            out.append(_opt(self.trust / rel))
+            out.append(self.trust / rel)
         mine = self.image_at(path)
         if image and mine.is_dir() and not mine.is_symlink():
-            out.append(_opt(mine))
+            out.append(mine)
         if within(path, "/etc") and (self.identity / rel).is_dir():
-            out.append(_opt(self.identity / rel))
+            out.append(self.identity / rel)
         if self.layout.area_of(path) is not None and os.path.isdir(path):
-            out.append(_opt(path))
+            out.append(Path(path))
         if (self.skeleton / rel).is_dir():
-            out.append(_opt(self.skeleton / rel))
+            out.append(self.skeleton / rel)
         return out
 
     def _target(self, path: str) -> str:
@@ -218,6 +222,11 @@ class RootPlan:
         writable paths' upper layers under /, and the scratch's folders for the special mounts."""
         return [(scratch / "upper", "/"), (scratch / "tmp", "/tmp"), (scratch / "vartmp", "/var/tmp"),
                 (scratch / "shm", "/dev/shm"), (scratch / "run", "/run")]
+
+    def writable_layers(self, scratch: Path) -> list[tuple[Path, str, list[Path]]]:
+        """Each writable path's upper layer (as grading_lines mounts it), the path, and the layers
+        under it: what the image holds there."""
+        return [(scratch / "upper" / p.lstrip("/"), p, self.lower_dirs(p)) for p in self.layout.writable]
 
 
 def _read_only(lowers: list[str], target: str, extra: str = "") -> list[str]:

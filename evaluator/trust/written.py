@@ -25,29 +25,41 @@ MAX_FOUND = 50  # named in full up to here: one is enough to be suspect
 SCAN_FILE = "written-startup.json"  # scan_command's output, in a local grading's run folder
 
 # Run by a local grading's init (the host's python, -I -S) after the grader's processes are
-# dead: walks each (folder, the path it is in the sandbox) without following links, and writes
-# the startup files found there, as sandbox paths, to a JSON file (a whiteout, the mark of a
-# removed file, counts: the guard's own .pth deleted is the guard switched off).
+# dead, without following links: the startup files in each walked (folder, its path in the
+# sandbox) (a whiteout, the mark of a removed file, counts: the guard's own .pth deleted is the
+# guard switched off); and the Python files of each writable path's upper layer that one of its
+# lower layers (the image) also holds, less the candidate's own: a module of the image rewritten,
+# touched or removed during the grading. Written to a JSON file, as sandbox paths.
 _SCAN = r"""
 import json, os, stat, sys
-out, rule, pairs = sys.argv[1], sys.argv[2], sys.argv[3:]
+out, rule, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 ns = {}
 exec(compile(open(rule).read(), rule, "exec"), ns)
-found, seen = [], 0
-for folder, where in zip(pairs[0::2], pairs[1::2]):
+found, image, seen = [], [], 0
+def removed(p):
+    try:
+        return stat.S_ISCHR(os.lstat(p).st_mode)
+    except OSError:
+        return False
+for folder, where in spec["walk"]:
     for top, dirs, names in os.walk(folder, followlinks=False):
         for n in dirs + names:
             seen += 1
             path = where.rstrip("/") + "/" + os.path.relpath(os.path.join(top, n), folder)
             if ns["startup_file"](path) and len(found) < %d:
-                try:
-                    removed = stat.S_ISCHR(os.lstat(os.path.join(top, n)).st_mode)
-                except OSError:
-                    removed = False
-                found.append([path, removed])
+                found.append([path, removed(os.path.join(top, n))])
+skip = set(spec["skip"])
+for upper, where, lowers in spec["image"]:
+    for top, dirs, names in os.walk(upper, followlinks=False):
+        for n in names:
+            rel = os.path.relpath(os.path.join(top, n), upper)
+            path = where.rstrip("/") + "/" + rel
+            if n.endswith(".py") and path not in skip and len(image) < %d and \
+                    any(os.path.lexists(os.path.join(low, rel)) for low in lowers):
+                image.append([path, removed(os.path.join(top, n))])
 with open(out, "w") as f:
-    json.dump({"found": found, "seen": seen}, f)
-""" % MAX_FOUND
+    json.dump({"found": found, "image": image, "seen": seen}, f)
+""" % (MAX_FOUND, MAX_FOUND)
 
 
 def _rule():
@@ -60,19 +72,24 @@ def _rule():
 startup_file = _rule()
 
 
-def scan_command(python: str, folders: list[tuple[Path, str]], out: Path) -> str:
-    """The init's shell line that writes to `out` the startup files in `folders` ((host folder,
-    its path in the sandbox) pairs: the grading's writable layer)."""
-    pairs = " ".join(f"{q(host)} {q(where)}" for host, where in folders)
-    return f"{q(python)} -I -S -c {q(_SCAN)} {q(out)} {q(RULE_FILE)} {pairs}"
+def scan_command(python: str, walk: list[tuple[Path, str]], image: list[tuple[Path, str, list[Path]]],
+                 skip: list[str], out: Path) -> str:
+    """The init's shell line that writes to `out` what the grading wrote that matters here:
+    startup files in `walk` ((host folder, its path in the sandbox): the grading's writable
+    layer), and modules of the image in `image` ((upper layer, its path, its lower layers) per
+    writable path), less `skip` (the candidate's own files, as sandbox paths)."""
+    spec = {"walk": [[str(h), w] for h, w in walk], "image": [[str(u), w, [str(x) for x in lows]] for u, w, lows in image],
+            "skip": sorted(skip)}
+    return f"{q(python)} -I -S -c {q(_SCAN)} {q(out)} {q(RULE_FILE)} {q(json.dumps(spec))}"
 
 
-def read_scan(out: Path) -> list[tuple[str, bool]] | None:
-    """What scan_command found: (sandbox path, removed) pairs; None where it left nothing (the
-    init was stopped before it ran)."""
+def read_scan(out: Path) -> list[dict[str, Any]] | None:
+    """What scan_command found, as events (events()); None where it left nothing (the init was
+    stopped before it ran)."""
     try:
         got = json.loads(out.read_text())
-        return [(str(p), bool(r)) for p, r in got["found"]]
+        return events([(str(p), bool(r)) for p, r in got["found"]]) + \
+            image_events([(str(p), bool(r)) for p, r in got.get("image") or []])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -81,6 +98,30 @@ def startup_changes(changes: Iterable[tuple[str, int]]) -> list[tuple[str, bool]
     """From an engine's list of a container's changes ((path, kind): 0 modified, 1 added, 2
     deleted), the startup files, as scan_command names them."""
     return [(p, k == 2) for p, k in changes if startup_file(p)][:MAX_FOUND]
+
+
+def candidate_paths(source_root: str, scope: Iterable[str], files: Iterable[str]) -> set[str]:
+    """The candidate's own files as sandbox paths: its scope and whatever it handed in (a
+    grader may check the scope out again, which rewrites it)."""
+    root = source_root.rstrip("/")
+    return {f"{root}/{rel.lstrip('/')}" for rel in [*scope, *files]}
+
+
+def image_changes(changes: Iterable[tuple[str, int]], writable: list[str], skip: set[str]) -> list[tuple[str, bool]]:
+    """From an engine's list of changes, the Python files of the image under `writable` that
+    were modified or deleted (not added), less `skip`, as scan_command names them."""
+    return [(p, k == 2) for p, k in sorted(changes) if k in (0, 2) and p.endswith(".py") and p not in skip
+            and any(p.startswith(w.rstrip("/") + "/") for w in writable)][:MAX_FOUND]
+
+
+def image_events(changed: list[tuple[str, bool]]) -> list[dict[str, Any]]:
+    """The event form of each module of the image the grading changed: the harness's code (or
+    the repository's, which it runs) is no longer what the package shipped, or its change time no
+    longer says it is the image's, which the guard goes by."""
+    return [{"kind": "finding", "family": "harness_patched", "via": "host",
+             "evidence": f"{path}, a module the image holds and not the candidate's, was "
+                         f"{'removed' if removed else 'rewritten or its inode changed'} during the grading "
+                         "(found on its writable layer after the grader)"} for path, removed in changed]
 
 
 def events(found: list[tuple[str, bool]]) -> list[dict[str, Any]]:

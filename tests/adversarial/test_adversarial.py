@@ -339,7 +339,8 @@ def test_without_cgroups_the_fallbacks_still_stop_them_and_say_so(monkeypatch):
 
 
 def test_a_broken_limit_puts_its_name_first_and_zeroes_the_reward():
-    from evaluator.backends.local import _limit_verdict, _scratch_full
+    from evaluator.backends.local import _limit_verdict
+    from evaluator.backends.local_scratch import full as _scratch_full
     from evaluator.sandbox import SandboxResult
     from evaluator.verdict import from_reward_json
 

@@ -193,8 +193,10 @@ class DockerBackend:
             (request.out_dir / "grader_output.log").write_text(output)
             self._copy_logs(api, w, request.out_dir / "logs")
             trust_events = self._trust_events(api, w, events, request) if events is not None else []
-            if events is not None:  # startup files the grading wrote, whatever wrote them (trust/written.py)
-                trust_events += written.events(written.startup_changes(self.containers.changes(api, prepared.key, w)))
+            if events is not None:  # startup files and the image's modules the grading changed, whatever did (trust/written.py)
+                changes = self.containers.changes(api, prepared.key, w)
+                trust_events += written.events(written.startup_changes(changes)) + written.image_events(written.image_changes(
+                    changes, w.writable, written.candidate_paths(task.source_root, task.scope, request.files)))
             events = None
             reward = None
             for rel in results:
