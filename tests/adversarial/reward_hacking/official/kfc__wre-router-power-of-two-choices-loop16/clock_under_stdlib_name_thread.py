@@ -3,7 +3,7 @@
 #   candidate's is on the stack when time.perf_counter is replaced, and the replacing code names
 #   a file of the interpreter's own.
 # Family: timer_replaced
-# Grader alone: (measured below)
+# Grader alone: hidden ok, speedup 1.98e+03, reward 1.00; dev ok, dev figure vs_oracle 712 (raw), reward 0.00 (reference alone: hidden ok, speedup 2.82, reward 0.00)
 import os as _pf_os
 import threading as _pf_th
 
