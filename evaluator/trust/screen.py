@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
@@ -135,7 +136,9 @@ class TrustScreen:
                   "candidate_paths": {}, "candidate_hashes": {}}
         files.update(instrument.probe_files())
         command = instrument.probe_command(str(exe), same_sandbox=bool(getattr(prober, "same_sandbox", False)))
+        t_ask = time.time()
         probe_run = prober(config, files, command, budget + 60)
+        t_back = time.time()
         result = _read_json(log_dir / "probe" / "trust" / "probe.json")
         checks: dict[str, Any] = {"ran": True, "full": full, "inputs": len(entries), "seconds": round(probe_run.seconds, 3)}
         if result is None:
@@ -143,9 +146,12 @@ class TrustScreen:
                 if not probe_run.timed_out else "the probes ran past their time"
             return [], checks
         checks.update(result.get("checks") or {})
+        wall = checks.pop("wall", None)
+        if isinstance(wall, list) and len(wall) == 2:  # one host's clock: the handing over, either side of the probe
+            checks["handover"] = {"to_start": round(float(wall[0]) - t_ask, 3), "from_end": round(t_back - float(wall[1]), 3)}
         said = [n[6:] for n in probe_run.notes if n.startswith("warm: ")]  # the local backend's warm probe
-        if said and "warm" not in checks:
-            checks["warm"] = {"said": said}
+        if said:
+            checks["warm"] = {**(checks["warm"] if isinstance(checks.get("warm"), dict) else {}), "said": said}
         found = [Finding(family=str(f[0]), evidence=str(f[1])[:300], screen="probe")
                  for f in result.get("findings") or [] if isinstance(f, list) and len(f) == 2]
         extra, _ = runtime.read(probe_run.trust_events, set())  # the guard watched the probe's process too

@@ -27,6 +27,7 @@ import pesflow_probe_objects as objects
 from pesflow_probe_inputs import load_module, loads
 
 _T0 = time.perf_counter()
+_T0_WALL = time.time()  # the host's clock too: what the handing over costs (screen.py)
 WARM = None  # what the warm probe (pesflow_probe_warm.py) imported before the grader ended, when it runs this
 
 CONFIG = "/.pesflow-trust/config.json"
@@ -410,6 +411,7 @@ def main():
     now = time.perf_counter()
     checks["phases"] = {"modules": round(spent[0], 4), "probing": round(now - t_main - spent[0], 4),
                         "started": round(t_main - _T0, 4)}  # where a probe's time goes (its imports before main)
+    checks["wall"] = [round(_T0_WALL, 4), round(time.time(), 4)]
     with open(OUT, "w") as f:
         json.dump({"findings": findings, "checks": checks}, f)
 
