@@ -211,7 +211,7 @@ class LocalBackend:
         copy += [(scratch / "upper" / r.lstrip("/"), run_dir / "out" / r.lstrip("/")) for r in results if not r.startswith("/logs/")]
         bulk = [(scratch / "trust-out", run_dir / "trust-out")] if trust else []
         scan = written.scan_command(self.stand_in().python, plan.written_folders(scratch), plan.writable_layers(scratch),
-                                    written.candidate_paths(task.source_root, task.scope, request.files),
+                                    written.candidate_paths(task.scope, request.files),
                                     run_dir / written.SCAN_FILE) if trust else ""  # what the grading wrote, after it
         body = (
             sandbox.scratch_script(scratch, scratch_mb, run_dir / "seed")

@@ -48,13 +48,13 @@ for folder, where in spec["walk"]:
             path = where.rstrip("/") + "/" + os.path.relpath(os.path.join(top, n), folder)
             if ns["startup_file"](path) and len(found) < %d:
                 found.append([path, removed(os.path.join(top, n))])
-skip = set(spec["skip"])
+skip = tuple("/" + r for r in spec["skip"])
 for upper, where, lowers in spec["image"]:
     for top, dirs, names in os.walk(upper, followlinks=False):
         for n in names:
             rel = os.path.relpath(os.path.join(top, n), upper)
             path = where.rstrip("/") + "/" + rel
-            if n.endswith(".py") and path not in skip and len(image) < %d and \
+            if n.endswith(".py") and not path.endswith(skip) and len(image) < %d and \
                     any(os.path.lexists(os.path.join(low, rel)) for low in lowers):
                 image.append([path, removed(os.path.join(top, n))])
 with open(out, "w") as f:
@@ -77,7 +77,7 @@ def scan_command(python: str, walk: list[tuple[Path, str]], image: list[tuple[Pa
     """The init's shell line that writes to `out` what the grading wrote that matters here:
     startup files in `walk` ((host folder, its path in the sandbox): the grading's writable
     layer), and modules of the image in `image` ((upper layer, its path, its lower layers) per
-    writable path), less `skip` (the candidate's own files, as sandbox paths)."""
+    writable path), less the candidate's own files (`skip`, candidate_paths)."""
     spec = {"walk": [[str(h), w] for h, w in walk], "image": [[str(u), w, [str(x) for x in lows]] for u, w, lows in image],
             "skip": sorted(skip)}
     return f"{q(python)} -I -S -c {q(_SCAN)} {q(out)} {q(RULE_FILE)} {q(json.dumps(spec))}"
@@ -100,17 +100,21 @@ def startup_changes(changes: Iterable[tuple[str, int]]) -> list[tuple[str, bool]
     return [(p, k == 2) for p, k in changes if startup_file(p)][:MAX_FOUND]
 
 
-def candidate_paths(source_root: str, scope: Iterable[str], files: Iterable[str]) -> set[str]:
-    """The candidate's own files as sandbox paths: its scope and whatever it handed in (a
-    grader may check the scope out again, which rewrites it)."""
-    root = source_root.rstrip("/")
-    return {f"{root}/{rel.lstrip('/')}" for rel in [*scope, *files]}
+def candidate_paths(scope: Iterable[str], files: Iterable[str]) -> set[str]:
+    """The candidate's own files, as the ends of sandbox paths: its scope and whatever it handed
+    in, wherever the grading puts them (a grader may check the scope out again, which rewrites
+    it; an oracle's patch may land beside the source tree, /app/submission against /app/repo)."""
+    return {rel.strip("/") for rel in [*scope, *files] if rel.strip("/")}
+
+
+def _is_candidates(path: str, skip: set[str]) -> bool:
+    return any(path.endswith("/" + rel) for rel in skip)
 
 
 def image_changes(changes: Iterable[tuple[str, int]], writable: list[str], skip: set[str]) -> list[tuple[str, bool]]:
     """From an engine's list of changes, the Python files of the image under `writable` that
-    were modified or deleted (not added), less `skip`, as scan_command names them."""
-    return [(p, k == 2) for p, k in sorted(changes) if k in (0, 2) and p.endswith(".py") and p not in skip
+    were modified or deleted (not added), less the candidate's (`skip`), as scan_command names them."""
+    return [(p, k == 2) for p, k in sorted(changes) if k in (0, 2) and p.endswith(".py") and not _is_candidates(p, skip)
             and any(p.startswith(w.rstrip("/") + "/") for w in writable)][:MAX_FOUND]
 
 

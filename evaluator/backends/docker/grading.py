@@ -196,7 +196,7 @@ class DockerBackend:
             if events is not None:  # startup files and the image's modules the grading changed, whatever did (trust/written.py)
                 changes = self.containers.changes(api, prepared.key, w)
                 trust_events += written.events(written.startup_changes(changes)) + written.image_events(written.image_changes(
-                    changes, w.writable, written.candidate_paths(task.source_root, task.scope, request.files)))
+                    changes, w.writable, written.candidate_paths(task.scope, request.files)))
             events = None
             reward = None
             for rel in results:

@@ -1,0 +1,73 @@
+"""What the grading wrote, read after the grader (evaluator/trust/written.py): the init's scan,
+run here on a layer laid out as a grading leaves it, and the engines' lists of changes."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from evaluator.trust import written
+
+
+def _layer(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """An upper layer over /app (what the grading wrote) and the image's layer under it."""
+    upper, lower, tmp = tmp_path / "upper", tmp_path / "lower", tmp_path / "tmp"
+    for rel in ("repo/bench/timing.py", "repo/bench/__init__.py", "submission/ckpt_transfer.py", "repo/kern/kernel.py"):
+        (lower / rel).parent.mkdir(parents=True, exist_ok=True)
+        (lower / rel).write_text("x = 1\n")
+    files = {
+        "repo/sitecustomize.py": "import time\n",           # a startup file, on PYTHONPATH
+        "repo/ckpt/model.pth": "weights",                    # a checkpoint's name, not a site folder
+        "venv/lib/site-packages/z.pth": "import os\n",      # a .pth where site reads it
+        "repo/bench/timing.py": "x = 1\n",                  # the image's module, rewritten with the same text
+        "repo/gen/jit_kernel.py": "def f(): pass\n",        # a JIT's new module: not the image's
+        "submission/ckpt_transfer.py": "y = 2\n",           # the candidate's scope file, its oracle applied here
+        "repo/kern/kernel.py": "y = 3\n",                   # the same scope, where the source tree is
+    }
+    for rel, text in files.items():
+        (upper / rel).parent.mkdir(parents=True, exist_ok=True)
+        (upper / rel).write_text(text)
+    if os.geteuid() == 0:  # a whiteout (a 0/0 character device): the image's module removed
+        os.mknod(upper / "repo/bench/__init__.py", 0o600 | stat.S_IFCHR, os.makedev(0, 0))
+    (tmp / "notes.py").parent.mkdir(parents=True, exist_ok=True)
+    (tmp / "notes.py").write_text("")
+    return upper, lower, tmp
+
+
+def test_the_init_scan_names_startup_files_and_the_images_changed_modules_only(tmp_path):
+    upper, lower, tmp = _layer(tmp_path)
+    out = tmp_path / "scan.json"
+    skip = written.candidate_paths(["submission/ckpt_transfer.py", "kern/kernel.py"], [])
+    line = written.scan_command(sys.executable, [(upper, "/app"), (tmp, "/tmp")], [(upper, "/app", [lower])], sorted(skip), out)
+    subprocess.run(["bash", "-c", line], check=True, timeout=60)
+    events = written.read_scan(out)
+    got = {(e["family"], e["evidence"].split(",")[0]) for e in events}
+    want = {("guard_evasion", "/app/repo/sitecustomize.py"), ("guard_evasion", "/app/venv/lib/site-packages/z.pth"),
+            ("harness_patched", "/app/repo/bench/timing.py")}
+    if os.geteuid() == 0:  # a whiteout: the image's module removed
+        want.add(("harness_patched", "/app/repo/bench/__init__.py"))
+        assert any("was removed during" in e["evidence"] for e in events), events
+    assert got == want, events
+    assert all(e["via"] == "host" and e["kind"] == "finding" for e in events)
+    assert written.read_scan(tmp_path / "never-written.json") is None
+
+
+def test_an_engines_changes_read_by_the_same_rules():
+    changes = {("/app/repo/sitecustomize.py", 1), ("/app/repo/bench/timing.py", 0), ("/app/repo/bench/old.py", 2),
+               ("/app/repo/gen/new.py", 1), ("/app/submission/ckpt_transfer.py", 0), ("/opt/venv/lib/x.py", 0),
+               ("/app/repo/ckpt/model.pth", 1), ("/usr/lib/python3/dist-packages/a.pth", 0)}
+    assert sorted(written.startup_changes(changes)) == [("/app/repo/sitecustomize.py", False),
+                                                        ("/usr/lib/python3/dist-packages/a.pth", False)]
+    skip = written.candidate_paths(["submission/ckpt_transfer.py"], [])
+    assert written.image_changes(changes, ["/app/repo", "/app/submission"], skip) == [
+        ("/app/repo/bench/old.py", True), ("/app/repo/bench/timing.py", False)]
+
+
+def test_modal_listings_before_and_after():
+    before = "/usr/lib/python3/dist-packages/pesflow_guard.pth\t100.0\n/app/repo/usercustomize.py\t100.0\n"
+    after = ("/usr/lib/python3/dist-packages/pesflow_guard.pth\t100.0\n/app/repo/sitecustomize.py\t200.0\n"
+             "/app/repo/ckpt/model.pth\t200.0\n")
+    assert written.listing_changes(before, after) == [("/app/repo/sitecustomize.py", False), ("/app/repo/usercustomize.py", True)]
