@@ -1,13 +1,16 @@
-"""Startup files the grading wrote, found on its writable layer once the grader is over.
+"""What the grading wrote that the guard could not see, read off its writable layer once the
+grader is over.
 
 The guard sees a write only where Python makes it; a shell, `cp` or a compiled helper the
 candidate starts writes unseen. Whatever wrote it, a startup file (inside/pesflow_guard_startup.py:
 a sitecustomize, a .pth in a site folder, a module named as pesflow's own) put where the
-grading's later interpreters start runs before anything is watched there: one that is on the
-grading's writable layer after the grader is guard_evasion, whoever wrote it. A backend lists
-what the grading wrote (the local one walks its scratch in the init, with every process of the
-grading dead; the docker one asks the engine for the container's changes); this module holds the
-rule's host side and turns what was found into the guard's event form (evaluator/trust/runtime.py).
+grading's later interpreters start runs before anything is watched there: guard_evasion. A
+module the image holds, not the candidate's, rewritten, touched or removed changes what the
+harness runs, or makes it read as the grading's own (which the guard does not watch):
+harness_patched. A backend lists what the grading wrote (the local one walks its scratch in the
+init, with every process of the grading dead; the docker one asks the engine for the
+container's changes; Modal lists startup-named files before and after); this module holds the
+rules' host side and turns what was found into the guard's event form (evaluator/trust/runtime.py).
 """
 
 from __future__ import annotations
