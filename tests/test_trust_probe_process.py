@@ -9,6 +9,8 @@ warm probe imported them while the grader ran, and probes as a cold start would.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from evaluator.candidate import CandidateSource
@@ -116,3 +118,16 @@ def test_the_warm_probe_is_asked_for_where_a_probe_was_seen_to_import_for_long(t
     assert asked("torch") == ["numpy", "torch.nn.functional"]  # installed names only: no relative or standard module
     screen.keep_import_cost("torch", {"loads": [], "warm": {"preloaded": [["torch", 3.5]]}})
     assert asked("torch") == ["numpy", "torch.nn.functional"], "a package the warm probe pays for keeps it"
+
+
+def test_import_costs_kept_by_gradings_in_parallel_threads_never_collide(tmp_path):
+    # workers grade in threads of one process: each write of the same package's record is whole
+    from concurrent.futures import ThreadPoolExecutor
+
+    from evaluator.config import TrustConfig as TC
+    from evaluator.trust.screen import TrustScreen
+    screen = TrustScreen(TC(), tmp_path)
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda i: [screen.keep_import_cost("pkg", {"loads": [["torch", 1.0 + i]]}) for _ in range(50)], range(8)))
+    assert 1.0 <= json.loads(screen._imports_file("pkg").read_text())["seconds"] <= 8.0
+    assert [p.name for p in screen._imports_file("pkg").parent.iterdir()] == [screen._imports_file("pkg").name]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
@@ -174,9 +175,12 @@ class TrustScreen:
             return
         p = self._imports_file(warm_key)
         p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(f"{p.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"seconds": round(seconds, 4)}))
-        os.replace(tmp, p)  # whole or absent, with gradings in parallel
+        # a name of its own: gradings in parallel threads of one process write it at once (a
+        # pid-named one was renamed away under the other, and that grading raised)
+        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=p.name + ".", suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps({"seconds": round(seconds, 4)}))
+        os.replace(tmp, p)  # whole or absent
 
     # ------------------------------------------------------------------ the plausibility reference
     def _oracle_file(self, task_key: str) -> Path:
