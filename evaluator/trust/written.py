@@ -38,7 +38,7 @@ import json, os, stat, sys
 out, rule, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 ns = {}
 exec(compile(open(rule).read(), rule, "exec"), ns)
-found, image, seen = [], [], 0
+found, image = [], []
 def removed(p):
     try:
         return stat.S_ISCHR(os.lstat(p).st_mode)
@@ -47,7 +47,6 @@ def removed(p):
 for folder, where in spec["walk"]:
     for top, dirs, names in os.walk(folder, followlinks=False):
         for n in dirs + names:
-            seen += 1
             path = where.rstrip("/") + "/" + os.path.relpath(os.path.join(top, n), folder)
             if ns["startup_file"](path) and len(found) < %d:
                 found.append([path, removed(os.path.join(top, n))])
@@ -61,7 +60,7 @@ for upper, where, lowers in spec["image"]:
                     any(os.path.lexists(os.path.join(low, rel)) for low in lowers):
                 image.append([path, removed(os.path.join(top, n))])
 with open(out, "w") as f:
-    json.dump({"found": found, "image": image, "seen": seen}, f)
+    json.dump({"found": found, "image": image}, f)
 """ % (MAX_FOUND, MAX_FOUND)
 
 
@@ -119,6 +118,13 @@ def image_changes(changes: Iterable[tuple[str, int]], writable: list[str], skip:
     were modified or deleted (not added), less the candidate's (`skip`), as scan_command names them."""
     return [(p, k == 2) for p, k in sorted(changes) if k in (0, 2) and p.endswith(".py") and not _is_candidates(p, skip)
             and any(p.startswith(w.rstrip("/") + "/") for w in writable)][:MAX_FOUND]
+
+
+def from_changes(changes: Iterable[tuple[str, int]], writable: list[str], skip: set[str]) -> list[dict[str, Any]]:
+    """The events of an engine's list of a grading's changes: its startup files and the image's
+    modules it changed (both rules, as read_scan gives them for the local backend's scan)."""
+    changes = list(changes)
+    return events(startup_changes(changes)) + image_events(image_changes(changes, writable, skip))
 
 
 def image_events(changed: list[tuple[str, bool]]) -> list[dict[str, Any]]:

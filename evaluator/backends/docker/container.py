@@ -93,6 +93,7 @@ class _Warm:
     gradings: int = 0
     writable: list[str] = field(default_factory=list)  # the paths a grading may write (volumes)
     since: str = ""  # the container's clock when it was last reset: a later ctime is a change
+    changed: set[tuple[str, int]] | None = None  # what the last grading changed, as its reset read it first
 
 
 @dataclass
@@ -330,8 +331,11 @@ class Containers:
         return ({(c["Path"], c["Kind"]) for c in (api.diff(w.id) or [])} - w.baseline) | self._volume_changes(api, key, w)
 
     def reset(self, api: docker.APIClient, prepared: Prepared, w: _Warm) -> None:
+        w.changed = None
         for _ in range(2):
             changes = self.changes(api, prepared.key, w)
+            if w.changed is None:  # the grading's own, before anything was killed or put back
+                w.changed = changes
             if len(changes) > MAX_RESET_PATHS:
                 raise _Dirty(f"{len(changes)} paths changed")
             # a directory listed only because something below it changed is not itself a change

@@ -193,10 +193,6 @@ class DockerBackend:
             (request.out_dir / "grader_output.log").write_text(output)
             self._copy_logs(api, w, request.out_dir / "logs")
             trust_events = self._trust_events(api, w, events, request) if events is not None else []
-            if events is not None:  # startup files and the image's modules the grading changed, whatever did (trust/written.py)
-                changes = self.containers.changes(api, prepared.key, w)
-                trust_events += written.events(written.startup_changes(changes)) + written.image_events(written.image_changes(
-                    changes, w.writable, written.candidate_paths(task.scope, request.files)))
             events = None
             reward = None
             for rel in results:
@@ -224,6 +220,9 @@ class DockerBackend:
             # the next grading gets a new container; this one's verdict stands, its counters read first
             self.containers.read_counters(api, w)
             self.containers.discard(api, w)
+        if request.trust is not None and w.changed is not None:
+            # startup files and the image's modules the grading changed, whatever did (trust/written.py)
+            trust_events += written.from_changes(w.changed, w.writable, written.candidate_paths(task.scope, request.files))
         env = task.toml.environment
         forks_refused = w.pids_max > pids_before
         if broke and not forks_refused:

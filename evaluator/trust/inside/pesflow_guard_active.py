@@ -122,7 +122,6 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
                              "gc.get_referrers", "gc.get_referents", "object.__setattr__", "object.__delattr__", "import",
                              "os.exec", "os.posix_spawn", "subprocess.Popen", "os.spawn", "os.rename", "os.link",
                              "os.symlink", "os.mkdir", "os.chmod", "os.utime", "os.chown"})
-    writes = os.O_WRONLY | os.O_RDWR | os.O_CREAT
 
     from pesflow_guard_startup import startup_file  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
 
@@ -157,12 +156,12 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
         if event == "open":
             path = args[0]
             mode, flags = (args[1], args[2]) if len(args) > 2 else (None, 0)
-            if ((isinstance(mode, str) and ("w" in mode or "a" in mode or "x" in mode or "+" in mode))
-                    or (mode is None and isinstance(flags, int) and flags & writes)) and startup_file(path):
+            text_mode, int_flags = isinstance(mode, str), mode is None and isinstance(flags, int)
+            writing = (text_mode and ("w" in mode or "a" in mode or "+" in mode)) or (int_flags and flags & (os.O_WRONLY | os.O_RDWR))
+            if (writing or (text_mode and "x" in mode) or (int_flags and flags & os.O_CREAT)) and startup_file(path):
                 blame("guard_evasion", "wrote %s, a file interpreters run at start" % os.fsdecode(path), hops=True, limit=12)
                 return
-            if ((isinstance(mode, str) and ("w" in mode or "a" in mode or "+" in mode))
-                    or (mode is None and isinstance(flags, int) and flags & (os.O_WRONLY | os.O_RDWR))) and image_module(path):
+            if writing and image_module(path):
                 blame("harness_patched", "rewrote %s, a module the grading did not write" % os.fsdecode(path), hops=True, limit=12)
                 return
             if isinstance(path, bytes):

@@ -27,7 +27,6 @@ import signal
 import site
 import sys
 import time
-import traceback
 import types
 
 CONFIG_DIR = "/.pesflow-trust"
@@ -192,18 +191,8 @@ def main():
     sys.argv[:] = ["-c"]
     import pesflow_probe  # noqa: PLC0415 - optional until go: its clock starts at its import
     pesflow_probe.WARM = {"preloaded": out["loaded"], "failed": out["failed"], "seconds": round(time.perf_counter() - t0, 3)}
-    try:
-        pesflow_probe.main()
-    except SystemExit as e:
-        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-    except BaseException:  # noqa: BLE001 - as a cold probe's traceback would show it
-        traceback.print_exc()
-        return 1
-    return 0
+    pesflow_probe.run()  # as a cold probe runs: its exit status, and out without the interpreter's teardown
 
 
 if __name__ == "__main__":
-    code = main()
-    if "pesflow_probe" in sys.modules:  # the probes ran: out without the interpreter's teardown
-        sys.modules["pesflow_probe"].quick_exit(code)
-    sys.exit(code)
+    sys.exit(main())
