@@ -222,7 +222,9 @@ while read -r -u "${CTL_READ}" cmd && [ "$cmd" = run ]; do
   while kill -0 "$g" 2>/dev/null; do wait "$g"; r=$?; done
   note "grader_end=$EPOCHREALTIME" "grader_rc=$r"
   reap
+  note "reaped=$EPOCHREALTIME"
   {q(python)} -I -S -c {q(_COPY_OUT)} "$S" '' {int(bulk_bytes[0])} {int(bulk_bytes[1])} '' @{f}/copy
+  note "copied=$EPOCHREALTIME"
   printf 'ran %s\\n' "$r" >&"${CTL_WRITE}"
 done
 """
@@ -260,6 +262,7 @@ if read -r wp ws < {f}/warm.pid 2>/dev/null && warm_up; then
     i=$((i+1)); read -r -t 0.02 -u 8 _; done
   if grep -qs '^run' {f}/warm.status; then
     while warm_up; do read -r -t 0.02 -u 8 _; done
+    printf 'gone %s\n' "$EPOCHREALTIME" >> {f}/warm.status  # the host's figure of its process's end
     exit 0  # what it found is its result file; it said no more once it ran the candidate's code
   fi
   warm_up && kill -9 "$wp" 2>/dev/null

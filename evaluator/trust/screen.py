@@ -149,7 +149,8 @@ class TrustScreen:
         checks.update(result.get("checks") or {})
         wall = checks.pop("wall", None)
         if isinstance(wall, list) and len(wall) == 2:  # one host's clock: the handing over, either side of the probe
-            checks["handover"] = {"to_start": round(float(wall[0]) - t_ask, 3), "from_end": round(t_back - float(wall[1]), 3)}
+            checks["handover"] = {"to_start": round(float(wall[0]) - t_ask, 3), "from_end": round(t_back - float(wall[1]), 3),
+                                  **_after_end(probe_run.notes, float(wall[1]))}
         said = [n[6:] for n in probe_run.notes if n.startswith("warm: ")]  # the local backend's warm probe
         if said:
             checks["warm"] = {**(checks["warm"] if isinstance(checks.get("warm"), dict) else {}), "said": said}
@@ -239,3 +240,17 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return v if isinstance(v, dict) else None
+
+
+def _after_end(notes: list[str], end: float) -> dict[str, float]:
+    """Where the time after the probe's last line went, from the local backend's marks (one
+    clock): its process gone (the warm probe's), every process reaped, its files copied out."""
+    out: dict[str, float] = {}
+    for note in notes:
+        words = note.replace("warm: ", "", 1).replace("follow: ", "", 1).split()
+        if len(words) == 2 and words[0] in ("gone", "reaped", "copied"):
+            try:
+                out[words[0]] = round(float(words[1]) - end, 3)
+            except ValueError:
+                pass
+    return out

@@ -113,11 +113,40 @@ def _start():  # noqa: C901 - one closure so that no module global can switch it
                 turn_on()
     sys.addaudithook(hook)
 
+    started = float(cfg.get("started") or 0)
+    image_roots = tuple({os.path.realpath(p) + "/" for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+                        | {"/usr/lib/python3", "/tests/", "/opt/loop/", "/.pesflow-trust/"})
+
+    def planted(name, fn, cached):
+        """A module file outside the interpreter's own folders written since the grading began,
+        or its bytecode cache: pesflow_guard_planted looks closer (a stat or two a module here)."""
+        if not started or not isinstance(fn, str) or fn.startswith(image_roots) or "-packages/" in fn:
+            return
+        try:
+            if role(fn) is not None:
+                return
+            if os.stat(fn).st_ctime > started:
+                import pesflow_guard_planted  # noqa: PLC0415 - only where the grading wrote a module
+                pesflow_guard_planted.shadow(cfg, name, fn)
+            elif isinstance(cached, str) and cached != fn and os.stat(cached).st_ctime > started:
+                import pesflow_guard_planted  # noqa: PLC0415 - only where the grading wrote a module's cache
+                pesflow_guard_planted.cache(cfg, name, fn, cached)
+        except Exception:  # noqa: BLE001 - the guard never breaks an import
+            pass
+
     be = sys.modules.get("_frozen_importlib_external")
     if be is not None:  # the import system, wrapped once: the guard's steps around each module's code
         inner = be._LoaderBasics.exec_module
+        inner_ext = be.ExtensionFileLoader.create_module
+
+        def create_module(self, spec):  # an extension's code runs as it is created
+            planted(getattr(spec, "name", None), getattr(spec, "origin", None), None)
+            return inner_ext(self, spec)
+        be.ExtensionFileLoader.create_module = create_module
 
         def exec_module(self, module):
+            spec = getattr(module, "__spec__", None)
+            planted(getattr(module, "__name__", None), getattr(module, "__file__", None), getattr(spec, "cached", None))
             on = guard[0]
             if on is None:
                 fn = getattr(module, "__file__", None)

@@ -1,0 +1,131 @@
+"""Code of a module the interpreter is about to run that the grading planted: loaded only where
+pesflow_guard's import step met a module file outside the image's interpreter folders that was
+written since the grading began (or a module's bytecode cache written since then).
+
+Every interpreter of a grading runs this, the grader's own short ones too (a `python3 -c
+"import json; ..."` that parses the timing pass's line, in the repository folder), before the
+module's first line; the guard proper is not on there (no candidate code ran), so a finding is
+sent from here, without json, re or anything the module being run could stand in for.
+
+- A top-level module from a file the grading wrote (not the candidate's) that stands in for one
+  the interpreter has (standard library, built in) or another folder of its path holds (an
+  installed package): the harness then runs the grading's code in place of the image's.
+- A module of the image (its file older than the grading) whose bytecode cache the grading wrote
+  with code that is not its source's: the next interpreter runs that code, the file unchanged.
+
+Standard library only (builtins and modules loaded at start); Python 3.8+.
+"""
+
+import marshal
+import os
+import sys
+
+
+def _quote(text):
+    """A JSON string without the json module (which may be the module being run)."""
+    out = []
+    for c in text:
+        out.append(c if " " <= c and c not in '"\\' and ord(c) < 0x7F else "\\u%04x" % ord(c) if ord(c) < 0x10000
+                   else "\\ufffd")
+    return '"' + "".join(out) + '"'
+
+
+_sent = [0]
+
+
+def say(cfg, family, evidence):
+    """The finding on the event socket (what is sent cannot be taken back) and in this
+    process's file; negative sequence numbers, apart from the guard proper's own."""
+    _sent[0] -= 1
+    line = '{"kind": "finding", "family": %s, "evidence": %s, "pid": %d, "seq": %d, "via_shell": true}' % (
+        _quote(family), _quote(evidence), os.getpid(), _sent[0])
+    if cfg.get("socket"):
+        try:
+            import _socket  # noqa: PLC0415 - only here, once something was found
+            s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM)
+            try:
+                s.connect(cfg["socket"])
+                s.send(line.encode("utf-8", "replace"))
+            finally:
+                s.close()
+        except (OSError, ImportError):
+            pass
+    try:
+        out = cfg.get("out_dir") or "/.pesflow-trust-out"
+        with open(os.path.join(out, "events-%d-planted.jsonl" % os.getpid()), "a") as f:
+            f.write(line + "\n")
+    except OSError:
+        pass
+
+
+def _provided_elsewhere(name, folder):
+    """Whether the interpreter has `name` (standard library, built in) or a folder of its path
+    other than `folder` holds it."""
+    if name in getattr(sys, "stdlib_module_names", ()) or name in sys.builtin_module_names:
+        return True
+    own = os.path.realpath(folder)
+    for entry in list(sys.path):
+        if not isinstance(entry, str):
+            continue
+        p = os.path.realpath(entry or ".")
+        if p == own or not os.path.isdir(p):
+            continue
+        if os.path.isfile(os.path.join(p, name + ".py")) or os.path.isfile(os.path.join(p, name, "__init__.py")):
+            return True
+        try:
+            if any(f.startswith(name + ".") and f.endswith((".so", ".pyc")) for f in os.listdir(p)):
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def shadow(cfg, name, filename):
+    """`filename` (written since the grading began, not the candidate's) run as module `name`:
+    a finding when it stands in for a module the image provides."""
+    if not name or "." in name:
+        return
+    folder = os.path.dirname(filename)
+    if os.path.basename(filename).startswith("__init__."):
+        folder = os.path.dirname(folder)
+    if _provided_elsewhere(name, folder):
+        say(cfg, "harness_patched", "module %s ran from %s, a file the grading wrote, in place of the one the image "
+                                    "provides" % (name, filename))
+
+
+def _code_equal(a, b):
+    return a == b  # co_code, constants (nested code too), names, line tables; not the file name
+
+
+def cache(cfg, name, source, cached):
+    """`source` is the image's (older than the grading); `cached` its bytecode cache, written
+    since: a finding when the cache is one the interpreter will run (its header matches the
+    source, or asks for no check) and its code is not what the source compiles to."""
+    try:
+        with open(cached, "rb") as f:
+            data = f.read()
+        st = os.stat(source)
+    except OSError:
+        return
+    if len(data) < 16:
+        return
+    import importlib.util  # noqa: PLC0415 - loaded by the import system already
+    if data[:4] != importlib.util.MAGIC_NUMBER:
+        return  # another interpreter's: this one compiles the source again
+    flags = int.from_bytes(data[4:8], "little")
+    # a timestamp cache runs only where its header names the source's time and size; a hash-based
+    # one (which the import system writes only in place of another) is taken as one that runs
+    if not flags & 1 and (int.from_bytes(data[8:12], "little") != (int(st.st_mtime) & 0xFFFFFFFF)
+                          or int.from_bytes(data[12:16], "little") != (st.st_size & 0xFFFFFFFF)):
+        return
+    try:
+        with open(source, "rb") as f:
+            compiled = compile(f.read(), source, "exec", dont_inherit=True, optimize=-1)
+        planted = marshal.loads(data[16:])
+    except Exception:  # noqa: BLE001 - bytecode that does not load is not code that runs
+        say(cfg, "harness_patched", "the bytecode cache %s of %s, written during the grading, does not load as "
+                                    "its source's" % (cached, source))
+        return
+    if not _code_equal(compiled, planted):
+        say(cfg, "harness_patched", "the bytecode cache %s of %s (module %s), written during the grading, holds "
+                                    "code that is not its source's" % (cached, source, name))

@@ -1,0 +1,93 @@
+"""Modules the grading planted for the grader's later interpreters (inside/pesflow_guard_planted.py),
+run for real: the candidate's kernel writes a file during the grading, then the harness starts
+another interpreter as a grader's shell line would (`python3 -c "import json ..."` in the
+repository folder), where no candidate code runs and the guard proper never comes on."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import pytest
+
+from evaluator.trust.instrument import INSIDE
+from tests.test_trust_guard import families, guarded
+
+# the kernel's line that plants something, then the harness's later interpreter (its current
+# folder the repository, '' first on its path) imports what it imports
+LATER = """
+import os, subprocess, sys
+sys.path.insert(0, {pkg!r})
+import submission.kernel as k
+k.entry(3)
+c = os.environ["PESFLOW_TRUST_TEST_CONFIG"]  # the config's marshal copy, as a grading has it: the guard reads it without json
+import json, marshal
+with open(c[:-5] + ".marshal", "wb") as f:
+    marshal.dump(json.load(open(c)), f)
+# the guard loaded before '' is on the path, as site loads it in a grading
+later = "import sys; p = sys.path.pop(0); import pesflow_guard; sys.path.insert(0, p); " + os.environ["LATER_IMPORT"]
+r = subprocess.run([sys.executable, "-c", later], cwd={pkg!r},
+                   capture_output=True, text=True, timeout=60)
+assert r.returncode == 0, r.stderr
+os._exit(0)
+"""
+
+SHADOW_SRC = "X = 1"  # what a planted json would run
+
+PLANTED = {
+    # (the kernel's planting lines, what the later interpreter imports, a finding expected)
+    "json_by_a_shell": (f"subprocess.run(['/bin/sh', '-c', 'printf \"{SHADOW_SRC}\" > \"$0\"/json.py', REPO])",
+                        "import json", True),
+    "json_package_by_python": ("os.makedirs(REPO + '/json', exist_ok=True); open(REPO + '/json/__init__.py', 'w').write('X = 1\\n')",
+                               "import json", True),
+    "json_bytecode_alone": ("import py_compile, tempfile; s = tempfile.mktemp(suffix='.py'); open(s, 'w').write('X = 1\\n'); "
+                            "py_compile.compile(s, cfile=REPO + '/json.pyc')", "import json", True),
+    "installed_package_name": ("open(REPO + '/numpy.py', 'w').write('X = 1\\n')", "import numpy", True),
+    # honest: a module of its own name (a JIT's), the image's module with the cache the import system writes
+    "own_module_name": ("open(REPO + '/gen_kernel_7f3a.py', 'w').write('X = 1\\n')", "import gen_kernel_7f3a", False),
+    "image_module_cache_by_import": ("import submission.helpers", "import submission.helpers", False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PLANTED))
+def test_a_module_the_grading_planted_in_place_of_the_images_is_named_in_a_later_interpreter(tmp_path, case):
+    plant, later, expected = PLANTED[case]
+    kernel = ("import os, subprocess, sys\nREPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))\n"
+              f"def entry(x):\n    {plant}\n    return x\n")
+    found = families(guarded(tmp_path, kernel, LATER, limits={"started": "now"}, env={"LATER_IMPORT": later}))
+    named = [e for e in found.get("harness_patched", []) if "a file the grading wrote" in e or "bytecode cache" in e]
+    assert bool(named) == expected, found
+    if expected:
+        assert later.split()[-1] in named[0], named
+
+
+def test_the_bytecode_cache_of_an_image_module_rewritten_with_other_code_is_named(tmp_path):
+    # the cache's header names the source's time and size, so the next interpreter runs its code
+    plant = ("import importlib.util, marshal, os\n"
+             "    from submission import helpers\n"
+             "    st = os.stat(helpers.__file__)\n"
+             "    code = compile('OFFSET = 99\\n', helpers.__file__, 'exec')\n"
+             "    head = importlib.util.MAGIC_NUMBER + (0).to_bytes(4, 'little') + (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, 'little')"
+             " + (st.st_size & 0xFFFFFFFF).to_bytes(4, 'little')\n"
+             "    p = importlib.util.cache_from_source(helpers.__file__)\n"
+             "    os.makedirs(os.path.dirname(p), exist_ok=True)\n"
+             "    open(p, 'wb').write(head + marshal.dumps(code))")
+    kernel = f"def entry(x):\n    {plant}\n    return x\n"
+    later = "import submission.helpers as h; assert h.OFFSET == 99"  # the planted code did run
+    found = families(guarded(tmp_path, kernel, LATER, limits={"started": "now"}, env={"LATER_IMPORT": later}))
+    assert any("bytecode cache" in e and "helpers" in e for e in found.get("harness_patched", [])), found
+
+
+def test_nothing_is_looked_at_outside_a_grading(tmp_path):
+    # no start time in the config (pesflow's own tests, a replay): the shell's import step is as it was
+    kernel = ("import os\nREPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))\n"
+              "def entry(x):\n    open(REPO + '/json.py', 'w').write('X = 1\\n')\n    return x\n")
+    assert families(guarded(tmp_path, kernel, LATER, env={"LATER_IMPORT": "import json"})) == {}
+
+
+def test_a_finding_the_shell_sends_is_json_whatever_the_path_holds():
+    spec = importlib.util.spec_from_file_location("pesflow_guard_planted", INSIDE / "pesflow_guard_planted.py")
+    planted = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(planted)
+    for text in ('a "quoted" \\ path\n\t\x01', "é/ü/\u2603", "\ud800 lone", "astral \U0001f600"):
+        assert json.loads(planted._quote(text)) == "".join(c if ord(c) < 0x10000 else "\ufffd" for c in text)
