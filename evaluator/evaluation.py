@@ -27,6 +27,7 @@ from evaluator.parallel import ParallelBackend
 from evaluator.scoring import benchmark_reward, dev_figure, speedup_from_dev
 from evaluator.hardware import gpu_available
 from evaluator.task import OFFICIAL_URL, Task, TaskError, load_task, task_roots
+from evaluator.trust import written
 from evaluator.trust.screen import Prober, TrustScreen
 from evaluator.verdict import PackageRef, Status, Verdict, from_reward_json, read_reward_file, withhold_untrusted
 
@@ -50,6 +51,7 @@ class Evaluator:
         self.backend = backend or make_backend(self.config, extra_hidden=[*task_roots(tasks_roots), self.log_root])
         self._prepared: dict[str, Prepared] = {}
         self._oracles: dict[str, dict[str, str | None]] = {}  # the package's reference, read once (the probes compare to it)
+        self._graders: dict[str, str] = {}  # the package's grader scripts' text, read once (the trust screen's)
         self.trust = TrustScreen(self.config.trust, Path(self.config.local.cache_dir).expanduser())
         self.dev_reference_dir = self.log_root / "dev-reference"  # a run keeps its own (agent/search.py)
         self._lock = threading.Lock()
@@ -239,7 +241,7 @@ class Evaluator:
             baseline=g.baseline, references=self._references(task, g.prepared, {**g.baseline, **g.screened}, g.baseline),
             correct=v.correct and v.status == Status.ok, speedup=figure,
             anchor=task.anchor.value if v.speedup is not None else None, prober=prober, log_dir=g.log_dir,
-            baseline_scale=v.speedup is not None, warm_key=task.content_hash[:20])
+            baseline_scale=v.speedup is not None, warm_key=task.content_hash[:20], graders=self._grader_text(task))
         probes = v.trust.checks.get("probes")
         if isinstance(probes, dict) and probes.get("ran"):  # where they ran: the grading's own sandbox, or a new one
             probes["sandbox"] = "the grading's" if getattr(backend_prober, "same_sandbox", False) else "fresh"
@@ -260,6 +262,16 @@ class Evaluator:
             return self._materialize(prepared, source) if source is not None else {}
         except (PackageLacks, CandidateError, InfraError, ValueError):
             return {}
+
+    def _grader_text(self, task: Task) -> str:
+        """The package's grader scripts' text, read once a package (evaluator/trust/written.py)."""
+        with self._lock:
+            cached = self._graders.get(task.content_hash)
+        if cached is None:
+            cached = written.grader_text(task.root)
+            with self._lock:
+                self._graders[task.content_hash] = cached
+        return cached
 
     def _references(self, task: Task, prepared: Prepared, scope_texts: dict[str, str | None],
                     baseline: dict[str, str | None]) -> dict[str, list[str]]:

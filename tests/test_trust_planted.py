@@ -91,3 +91,15 @@ def test_a_finding_the_shell_sends_is_json_whatever_the_path_holds():
     spec.loader.exec_module(planted)
     for text in ('a "quoted" \\ path\n\t\x01', "é/ü/\u2603", "\ud800 lone", "astral \U0001f600"):
         assert json.loads(planted._quote(text)) == "".join(c if ord(c) < 0x10000 else "\ufffd" for c in text)
+
+
+def test_the_planted_files_text_goes_with_its_finding_so_the_graders_own_can_be_told(tmp_path):
+    from evaluator.trust import runtime  # noqa: PLC0415 - beside its one use
+    body = "import sys\nsys.dont_write_bytecode = True  # the grader's own stand-in\n"
+    kernel = ("import os\nREPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))\n"
+              f"def entry(x):\n    open(REPO + '/json.py', 'w').write({body!r})\n    return x\n")
+    events = guarded(tmp_path, kernel, LATER, limits={"started": "now"}, env={"LATER_IMPORT": "import json"})
+    shadows = [e for e in events if e.get("kind") == "finding" and "module json ran" in e.get("evidence", "")]
+    assert shadows and shadows[0].get("text") == body, events
+    assert runtime.read(shadows, set(), set(), f"cat > json.py <<'EOF'\n{body}EOF\n")[0] == []  # a heredoc of the grader's
+    assert runtime.read(shadows, set(), set(), "echo unrelated\n" * 3)[0]

@@ -71,3 +71,44 @@ def test_modal_listings_before_and_after():
     after = ("/usr/lib/python3/dist-packages/pesflow_guard.pth\t100.0\n/app/repo/sitecustomize.py\t200.0\n"
              "/app/repo/ckpt/model.pth\t200.0\n")
     assert written.listing_changes(before, after) == [("/app/repo/sitecustomize.py", False), ("/app/repo/usercustomize.py", True)]
+
+
+GRADER_SH = """#!/usr/bin/env bash
+SITE="$(mktemp -d)"
+cat > "$SITE/sitecustomize.py" <<'PYEOF'
+import sys, importlib.abc
+class _Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        return None
+sys.meta_path.insert(0, _Block())
+PYEOF
+export PYTHONPATH="$SITE:/app/repo"
+"""
+
+
+def test_a_file_the_graders_own_script_spells_out_is_the_graders_not_a_finding(tmp_path):
+    from evaluator.trust import runtime  # noqa: PLC0415 - beside its one use
+    task = tmp_path / "task"
+    (task / "tests").mkdir(parents=True)
+    (task / "tests" / "test.sh").write_text(GRADER_SH)
+    (task / "environment" / "repo").mkdir(parents=True)
+    (task / "environment" / "repo" / "notes.sh").write_text("import time\ntime.perf_counter = lambda: 0.0\n")  # the source tree: not the grader's
+    graders = written.grader_text(task)
+    own = GRADER_SH.split("<<'PYEOF'\n", 1)[1].split("PYEOF", 1)[0]
+    # the init's scan reads a startup file's text, as the grader's heredoc left it
+    tmp = tmp_path / "tmp"
+    (tmp / "tmp.x1").mkdir(parents=True)
+    (tmp / "tmp.x1" / "sitecustomize.py").write_text(own)
+    (tmp / "tmp.x2").mkdir()
+    (tmp / "tmp.x2" / "sitecustomize.py").write_text(own + "import time\ntime.perf_counter = lambda: 0.0\n")
+    out = tmp_path / "scan.json"
+    subprocess.run(["bash", "-c", written.scan_command(sys.executable, [(tmp, "/tmp")], [], [], out)], check=True, timeout=60)
+    events = written.read_scan(out)
+    assert len(events) == 2 and all(e.get("text") for e in events), events
+    found, checks = runtime.read(events, set(), set(), graders)
+    assert [f.evidence.split(",")[0] for f in found] == ["/tmp/tmp.x2/sitecustomize.py"], found  # more than the grader's
+    assert checks["graders_own_files"] and "/tmp/tmp.x1/sitecustomize.py" in checks["graders_own_files"][0]
+    assert len(runtime.read(events, set(), set(), "")[0]) == 2  # without the grader's text, both are findings
+    # a text only the source tree holds, and one too short to say anything, are not the grader's
+    assert not written.graders_own("import time\ntime.perf_counter = lambda: 0.0\n", graders)
+    assert not written.graders_own("import sys\n", graders) and not written.graders_own(None, graders)

@@ -9,7 +9,8 @@
 # .git at the pinned commit, its origin the official URL: checked out there, the packages read as official).
 #   OUT=... JOB=cheats|check|both|overhead|evaluate BUDGET_S=540 [SHARDS=3] [NAMES=file] [TASK=bench/dir] bash benchmarks/gpu/trust_gpu.sh
 # What is left is listed beside the last results: results-h200/2026-12-02-trust/next-unchecked.txt
-# (packages not checked yet: NAMES=) and next-alone.txt (anchor_differs rows to measure alone: SHARDS=1).
+# (packages not checked yet: NAMES=) and results-h200/2026-12-03-trust-c/next-alone.txt (rows to
+# grade alone, one package at a time: SHARDS=1).
 # A row that needs more than one call: unpack each call's rest.tgz (or put its gradings.jsonl) into
 # .bench/resume/check-N/ before the next. Keep BUDGET_S under the call's limit_s (status: budget_left_s).
 set -u

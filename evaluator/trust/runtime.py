@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from evaluator.trust.findings import Finding
+from evaluator.trust.written import graders_own
 
 # What a value is, when a candidate returns it instead of plain values, whoever defined it.
 LAZY_BUILTINS = ("builtins.generator", "builtins.coroutine", "builtins.function", "builtins.map", "builtins.filter",
@@ -62,8 +63,11 @@ def baseline_callables(baseline: dict[str, str | None]) -> set[str]:
 
 
 def read(events: list[dict[str, Any]], contract_classes: set[str],
-         contract_callables: frozenset[str] | set[str] = frozenset()) -> tuple[list[Finding], dict[str, Any]]:
+         contract_callables: frozenset[str] | set[str] = frozenset(), graders: str = "") -> tuple[list[Finding], dict[str, Any]]:
+    """Findings from the guard's (and the host's) events. `graders`: the grader's own scripts
+    (written.grader_text): a planted file they spell out whole is the grader's, listed, not found."""
     findings: list[Finding] = []
+    graders_files: list[str] = []
     processes = {e.get("pid") for e in events if e.get("kind") == "start"}
     ended = {e.get("pid") for e in events if e.get("kind") == "end"}
     with_candidate = {e.get("pid") for e in events if e.get("kind") == "module" and e.get("role") == "candidate"}
@@ -72,7 +76,9 @@ def read(events: list[dict[str, Any]], contract_classes: set[str],
     left: dict[str, list[int]] = {}  # fn -> the sampled calls after its first that left threads running
     for e in events:
         kind = e.get("kind")
-        if kind == "finding" and isinstance(e.get("family"), str):
+        if kind == "finding" and isinstance(e.get("family"), str) and graders and graders_own(e.get("text"), graders):
+            graders_files.append(str(e.get("evidence", ""))[:300])
+        elif kind == "finding" and isinstance(e.get("family"), str):
             findings.append(Finding(family=e["family"], evidence=str(e.get("evidence", ""))[:300], screen="runtime"))
         elif kind == "call" and e.get("role") == "candidate":
             fn = str(e.get("fn"))
@@ -98,6 +104,8 @@ def read(events: list[dict[str, Any]], contract_classes: set[str],
               "guard_seconds": {k: round(v, 4) for k, v in spent.items()},  # the guard's own figures, summed
               "ended": len(ended & processes), "sampled_calls": calls, "events": len(events),
               "via_socket": sum(1 for e in events if e.get("via") == "socket")}
+    if graders_files:
+        checks["graders_own_files"] = list(dict.fromkeys(graders_files))[:10]
     return _dedupe(findings), checks
 
 

@@ -51,10 +51,11 @@ class TrustScreen:
     def judge(self, *, mode: str, task_key: str, run: GradeRun | None, files: dict[str, str | None],
               baseline: dict[str, str | None], references: dict[str, list[str]], correct: bool,
               speedup: float | None, anchor: float | None, prober: Prober | None, log_dir: Path,
-              baseline_scale: bool = True, warm_key: str = "") -> Trust:
+              baseline_scale: bool = True, warm_key: str = "", graders: str = "") -> Trust:
         """`references`: for a scope file, texts whose outputs the candidate's must match
         (the baseline's first, then the package's reference). `speedup` is over the baseline
-        when `baseline_scale`, else the dev engine's own figure."""
+        when `baseline_scale`, else the dev engine's own figure. `graders`: the grader's own
+        scripts' text (written.grader_text), whose planted files are the grader's."""
         if not self.config.enabled or mode not in SCREENED_MODES:
             return Trust(checks={"screened": False})
         findings: list[Finding] = []
@@ -64,7 +65,7 @@ class TrustScreen:
             found, checks["static"] = static.screen(files, baseline)
             findings += found
         if run is not None and self.config.runtime:
-            found, checks["runtime"] = runtime.read(run.trust_events, runtime.baseline_classes(baseline), callables)
+            found, checks["runtime"] = runtime.read(run.trust_events, runtime.baseline_classes(baseline), callables, graders)
             findings += found
         reference = self.reference_speedup(task_key, anchor)
         # the oracle is the reference itself; an anchor at or below 1 is none (the format's own rule)
