@@ -126,10 +126,10 @@ def _start():  # noqa: C901 - one closure so that no module global can switch it
             if role(fn) is not None:
                 return
             if os.stat(fn).st_ctime > started:
-                import pesflow_guard_planted  # noqa: PLC0415 - only where the grading wrote a module
+                import pesflow_guard_planted  # noqa: PLC0415 - slow to import in every interpreter: only where the grading wrote a module
                 pesflow_guard_planted.shadow(cfg, name, fn)
             elif isinstance(cached, str) and cached != fn and os.stat(cached).st_ctime > started:
-                import pesflow_guard_planted  # noqa: PLC0415 - only where the grading wrote a module's cache
+                import pesflow_guard_planted  # noqa: PLC0415 - slow to import in every interpreter: only where the grading wrote a module's cache
                 pesflow_guard_planted.cache(cfg, name, fn, cached)
         except Exception:  # noqa: BLE001 - the guard never breaks an import
             pass

@@ -16,6 +16,8 @@ sent from here, without json, re or anything the module being run could stand in
 Standard library only (builtins and modules loaded at start); Python 3.8+.
 """
 
+import _socket
+import importlib.util
 import marshal
 import os
 import sys
@@ -42,14 +44,13 @@ def say(cfg, family, evidence, text=None):
         _quote(family), _quote(evidence), os.getpid(), _sent[0], ', "text": %s' % _quote(text) if text else "")
     if cfg.get("socket"):
         try:
-            import _socket  # noqa: PLC0415 - only here, once something was found
             s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM)
             try:
                 s.connect(cfg["socket"])
                 s.send(line.encode("utf-8", "replace"))
             finally:
                 s.close()
-        except (OSError, ImportError):
+        except OSError:
             pass
     try:
         out = cfg.get("out_dir") or "/.pesflow-trust-out"
@@ -122,7 +123,6 @@ def cache(cfg, name, source, cached):
         return
     if len(data) < 16:
         return
-    import importlib.util  # noqa: PLC0415 - loaded by the import system already
     if data[:4] != importlib.util.MAGIC_NUMBER:
         return  # another interpreter's: this one compiles the source again
     flags = int.from_bytes(data[4:8], "little")
