@@ -10,12 +10,14 @@ warm probe imported them while the grader ran, and probes as a cold start would.
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from evaluator.candidate import CandidateSource
 from evaluator.config import EvaluatorConfig, LocalConfig, TrustConfig
 from evaluator.evaluation import Evaluator
+from evaluator.trust.screen import TrustScreen
 from tests.adversarial.reward_hacking.corpus import entries, source
 from tests.conftest import needs_root
 
@@ -122,11 +124,7 @@ def test_the_warm_probe_is_asked_for_where_a_probe_was_seen_to_import_for_long(t
 
 def test_import_costs_kept_by_gradings_in_parallel_threads_never_collide(tmp_path):
     # workers grade in threads of one process: each write of the same package's record is whole
-    from concurrent.futures import ThreadPoolExecutor
-
-    from evaluator.config import TrustConfig as TC
-    from evaluator.trust.screen import TrustScreen
-    screen = TrustScreen(TC(), tmp_path)
+    screen = TrustScreen(TrustConfig(), tmp_path)
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda i: [screen.keep_import_cost("pkg", {"loads": [["torch", 1.0 + i]]}) for _ in range(50)], range(8)))
     assert 1.0 <= json.loads(screen._imports_file("pkg").read_text())["seconds"] <= 8.0

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -167,14 +168,13 @@ def grader_text(task_root: Path) -> str:
     the candidate edits), up to MAX_GRADER_TEXT: what graders_own looks a planted file up in."""
     parts: list[str] = []
     total = 0
-    roots = [task_root / "tests", task_root / "environment"]
-    for root in roots:
-        if not root.is_dir():
-            continue
-        for p in sorted(root.rglob("*")):
-            rel = p.relative_to(root).parts
-            if root.name == "environment" and rel and rel[0] == "repo":
-                continue
+    for root in (task_root / "tests", task_root / "environment"):
+        found = []
+        for top, dirs, names in os.walk(root):  # the source tree not walked at all: it can hold thousands of files
+            if Path(top) == task_root / "environment":
+                dirs[:] = [d for d in dirs if d != "repo"]
+            found += [Path(top) / n for n in names]
+        for p in sorted(found):
             if not (p.is_file() and not p.is_symlink() and (p.suffix in _GRADER_SUFFIXES or p.name.startswith("Dockerfile"))):
                 continue
             try:

@@ -13,7 +13,7 @@ sent from here, without json, re or anything the module being run could stand in
 - A module of the image (its file older than the grading) whose bytecode cache the grading wrote
   with code that is not its source's: the next interpreter runs that code, the file unchanged.
 
-Standard library only (builtins and modules loaded at start); Python 3.8+.
+Standard library only, nothing the module being run could be (json, re); Python 3.8+.
 """
 
 import _socket
@@ -107,10 +107,6 @@ def _short_text(path, limit=16384):
         return None
 
 
-def _code_equal(a, b):
-    return a == b  # co_code, constants (nested code too), names, line tables; not the file name
-
-
 def cache(cfg, name, source, cached):
     """`source` is the image's (older than the grading); `cached` its bytecode cache, written
     since: a finding when the cache is one the interpreter will run (its header matches the
@@ -139,6 +135,6 @@ def cache(cfg, name, source, cached):
         say(cfg, "harness_patched", "the bytecode cache %s of %s, written during the grading, does not load as "
                                     "its source's" % (cached, source))
         return
-    if not _code_equal(compiled, planted):
+    if compiled != planted:  # co_code, constants (nested code too), names, line tables; not the file name
         say(cfg, "harness_patched", "the bytecode cache %s of %s (module %s), written during the grading, holds "
                                     "code that is not its source's" % (cached, source, name))
