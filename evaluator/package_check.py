@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field
 from evaluator.hardware import gpu_available
 from evaluator.modes import artifacts, self_dispatched
 from evaluator.task import Task
+from evaluator.trust.instrument import screen_hash
 from evaluator.verdict import Status, Verdict, code_reasons
 
 ANCHOR_BAND = (0.8, 1.25)
@@ -163,7 +164,9 @@ def check_package(ev, task: Task, graders: tuple[str, ...] = ("hidden",), device
 
 
 def check_key(task: Task, graders: tuple[str, ...]) -> str:
-    return f"{task.content_hash[:20]}/{CHECK_VERSION}/{'+'.join(graders)}"
+    """What makes a kept row or grading reusable: the package, the check's rules, the trust
+    screen's code (a verdict of an earlier screen is not this one's) and the graders."""
+    return f"{task.content_hash[:20]}/{CHECK_VERSION}-{screen_hash()}/{'+'.join(graders)}"
 
 
 def classify(task: Task, results: list[ModeResult], environment: dict | None) -> tuple[str, str, float | None]:

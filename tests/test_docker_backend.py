@@ -303,6 +303,14 @@ def test_what_a_shell_wrote_is_in_the_containers_changes_and_suspect(dev):
     planted = dev.evaluate("kfc/toy-sum", candidate=probe(run.format(honest + " && echo x=1 > sitecust''omize.py")), grader="hidden")
     assert planted.correct and planted.trust.suspect, planted.trust.reasons
     assert any("sitecustomize.py, a file interpreters run at start, was written" in r for r in planted.trust.reasons), planted.trust.reasons
+    # the scratch tmpfs, which the engine's list of changes leaves out: what a shell wrote there is
+    # found too; one whose whole text the grader's scripts spell out (a line of tests/grade.py) is the grader's
+    own = "echo 'import importlib.util, json, math, os, subprocess, sys, time' > /tmp/sitecustomize.py"
+    scratch = dev.evaluate("kfc/toy-sum", candidate=probe(run.format(own + " && mkdir -p /dev/shm/a && echo x=1 > /dev/shm/a/sitecustomize.py")),
+                           grader="hidden")
+    assert scratch.correct and [r.split(",")[0] for r in scratch.trust.reasons] == ["guard_evasion: /dev/shm/a/sitecustomize.py"], \
+        scratch.trust.reasons
+    assert "/tmp/sitecustomize.py" in scratch.trust.checks["runtime"]["graders_own_files"][0], scratch.trust.checks
     check = "import os\nPROBE = os.path.exists('/app/repo/sitecustomize.py')\n"
     assert dev.evaluate("kfc/toy-sum", candidate=probe(check), grader="hidden").raw["probe"] is False
     # a module of the repository that is not the candidate's, touched: the guard would take it for the grading's

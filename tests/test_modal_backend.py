@@ -124,6 +124,8 @@ class Sandbox:
         text = kw.get("text", True)
         if argv[:2] == ("tar", "-xf"):
             return Process(on_stdin=self._untar)
+        if argv[:len(written.READ_TEXT)] == written.READ_TEXT:  # a found startup file's text
+            return Process(self.rec.startup_texts.get(argv[-1], "").encode())
         if argv[0] == "cat":
             return Process(BASELINE if argv[1].endswith("toy/kernel.py") else "", 0 if argv[1].endswith("toy/kernel.py") else 1)
         script = argv[-1] if argv[0] == "sh" else ""
@@ -170,6 +172,7 @@ class Recorder:
         self.create_delay = 0.0  # seconds Sandbox.create takes (a queue for quota)
         self.trust_out: dict[str, bytes] = {}  # what the guard left in /.pesflow-trust-out
         self.startup_written: list[str] = []  # startup files the grading 'writes' (written.LIST_STARTUP's lines)
+        self.startup_texts: dict[str, str] = {}  # and their texts, by path
 
     def call(self, name: str, real, *args, **kwargs) -> None:  # noqa: ANN001
         # the real SDK's signature must accept exactly what the backend passed
@@ -461,3 +464,10 @@ def test_a_startup_file_the_grading_wrote_unseen_is_found_after_the_grader(rec, 
     assert any(r.startswith("guard_evasion: /app/repo/sitecustomize.py") for r in v.trust.reasons), v.trust.reasons
     listings = [a for a, _ in rec.execs if a[-1] == written.LIST_STARTUP]
     assert len(listings) == 4  # before and after each grading
+    # one whose whole text the package's grader scripts spell out (a line of its tests/grade.py) is the grader's
+    rec.startup_written = ["/tmp/tmp.a1/sitecustomize.py\t1700000100.0", "/tmp/tmp.a2/sitecustomize.py\t1700000100.0"]
+    own = "import importlib.util, json, math, os, subprocess, sys, time\n"
+    rec.startup_texts = {"/tmp/tmp.a1/sitecustomize.py": own}
+    v = ev.evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FAST + "# own\n"}), grader="hidden")
+    assert v.trust.suspect and [r.split(",")[0] for r in v.trust.reasons] == ["guard_evasion: /tmp/tmp.a2/sitecustomize.py"], v.trust
+    assert "/tmp/tmp.a1/sitecustomize.py" in v.trust.checks["runtime"]["graders_own_files"][0], v.trust.checks

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 
 import pytest
 
@@ -25,7 +26,7 @@ import json, marshal
 with open(c[:-5] + ".marshal", "wb") as f:
     marshal.dump(json.load(open(c)), f)
 # the guard loaded before '' is on the path, as site loads it in a grading
-later = "import sys; p = sys.path.pop(0); import pesflow_guard; sys.path.insert(0, p); " + os.environ["LATER_IMPORT"]
+later = "import sys; p = sys.path.pop(0); import pesflow_guard; sys.path.insert(0, p)\\n" + os.environ["LATER_IMPORT"]
 r = subprocess.run([sys.executable, "-c", later], cwd={pkg!r},
                    capture_output=True, text=True, timeout=60)
 assert r.returncode == 0, r.stderr
@@ -43,8 +44,22 @@ PLANTED = {
     "json_bytecode_alone": ("import py_compile, tempfile; s = tempfile.mktemp(suffix='.py'); open(s, 'w').write('X = 1\\n'); "
                             "py_compile.compile(s, cfile=REPO + '/json.pyc')", "import json", True),
     "installed_package_name": ("open(REPO + '/numpy.py', 'w').write('X = 1\\n')", "import numpy", True),
-    # honest: a module of its own name (a JIT's), the image's module with the cache the import system writes
-    "own_module_name": ("open(REPO + '/gen_kernel_7f3a.py', 'w').write('X = 1\\n')", "import gen_kernel_7f3a", False),
+    # a name the image has nothing for, asked for by the harness or a library (an optional import:
+    # the standard library's copy asks for `org`, torch for `opt_einsum`)
+    "optional_import_by_a_shell": ("subprocess.run(['/bin/sh', '-c', 'mkdir -p \"$0\"/fastjit_opt && : > \"$0\"/fastjit_opt/__init__.py', REPO])",
+                                   "try:\n    import fastjit_opt\nexcept ImportError:\n    pass", True),
+    "optional_import_extension": ("import shutil, _testcapi; shutil.copy(_testcapi.__file__, REPO + '/fastext_opt' + _testcapi.__file__.rsplit('_testcapi', 1)[1])",
+                                  "try:\n    import fastext_opt\nexcept ImportError:\n    pass", True),
+    # honest: a module of its own name (a JIT's) that the candidate's code imports (in a later
+    # process too) or a library loads from where it wrote it; the image's module with the cache the
+    # import system writes
+    "own_module_by_its_code": ("open(REPO + '/gen_kernel_7f3a.py', 'w').write('X = 1\\n')",
+                               "import submission.kernel as k; assert k.gen() == 1", False),
+    "jit_module_by_location": ("import os; os.makedirs(REPO + '/../jitcache', exist_ok=True); "
+                               "open(REPO + '/../jitcache/jit_7f3a.py', 'w').write('X = 1\\n')",
+                               "import importlib.util as u; s = u.spec_from_file_location('jit_7f3a', '../jitcache/jit_7f3a.py'); "
+                               "m = u.module_from_spec(s); s.loader.exec_module(m); assert m.X == 1", False),
+    "copy_of_the_candidates_file": ("import shutil; shutil.copy(__file__, REPO + '/kernel_copy.py')", "import kernel_copy", False),
     "image_module_cache_by_import": ("import submission.helpers", "import submission.helpers", False),
 }
 
@@ -53,12 +68,13 @@ PLANTED = {
 def test_a_module_the_grading_planted_in_place_of_the_images_is_named_in_a_later_interpreter(tmp_path, case):
     plant, later, expected = PLANTED[case]
     kernel = ("import os, subprocess, sys\nREPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))\n"
-              f"def entry(x):\n    {plant}\n    return x\n")
+              f"def entry(x):\n    {plant}\n    return x\n"
+              "def gen():\n    import gen_kernel_7f3a\n    return gen_kernel_7f3a.X\n")
     found = families(guarded(tmp_path, kernel, LATER, limits={"started": "now"}, env={"LATER_IMPORT": later}))
     named = [e for e in found.get("harness_patched", []) if "a file the grading wrote" in e or "bytecode cache" in e]
     assert bool(named) == expected, found
     if expected:
-        assert later.split()[-1] in named[0], named
+        assert "module " + re.findall(r"import ([\w.]+)", later)[-1] + " ran" in named[0], named
 
 
 def test_the_bytecode_cache_of_an_image_module_rewritten_with_other_code_is_named(tmp_path):

@@ -61,6 +61,12 @@ def test_an_engines_changes_read_by_the_same_rules():
                ("/app/repo/ckpt/model.pth", 1), ("/usr/lib/python3/dist-packages/a.pth", 0)}
     assert sorted(written.startup_changes(changes)) == [("/app/repo/sitecustomize.py", False),
                                                         ("/usr/lib/python3/dist-packages/a.pth", False)]
+    # with the text a backend read of each startup file, sent for graders_own
+    sent = written.from_changes(changes, ["/app/repo"], set(), {"/app/repo/sitecustomize.py": "import time\n"})
+    assert {e["evidence"].split(",")[0]: e.get("text") for e in sent if e["family"] == "guard_evasion"} == {
+        "/app/repo/sitecustomize.py": "import time\n", "/usr/lib/python3/dist-packages/a.pth": None}, sent
+    assert written.text_of(b"x" * written.MAX_TEXT) and written.text_of(b"x" * (written.MAX_TEXT + 1)) is None
+    assert written.text_of(b"\xff\xfe") is None and written.text_of("a\ufffd") is None and written.text_of("ok") == "ok"
     skip = written.candidate_paths(["submission/ckpt_transfer.py"], [])
     assert written.image_changes(changes, ["/app/repo", "/app/submission"], skip) == [
         ("/app/repo/bench/old.py", True), ("/app/repo/bench/timing.py", False)]

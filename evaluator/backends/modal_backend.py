@@ -259,8 +259,10 @@ class ModalBackend:
                 _, tar = _run(sb, "sh", "-c", f"cd {instrument.OUT_DIR} 2>/dev/null && tar -cf - . || true", text=False)
                 archive.extract_regular(io.BytesIO(tar), request.out_dir / "trust", limit=64 << 20)
                 trust_events = collect.read_event_files(request.out_dir / "trust")
-                # startup files the grading wrote, whatever wrote them (trust/written.py)
-                trust_events += written.events(written.listing_changes(startup, _run(sb, "sh", "-c", written.LIST_STARTUP)[1]))
+                # startup files the grading wrote, whatever wrote them, with their text (trust/written.py)
+                found = written.listing_changes(startup, _run(sb, "sh", "-c", written.LIST_STARTUP)[1])
+                trust_events += written.events(found, [None if removed else written.text_of(_run(sb, *written.READ_TEXT, path, text=False)[1])
+                                                      for path, removed in found])
             # the memory cgroup's OOM kills (a fresh sandbox: any is this grading's), and the GPU's name
             probe = _run(sb, "sh", "-c", "grep -h '^oom_kill ' /sys/fs/cgroup/memory.events 2>/dev/null; "
                          + ("nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1" if settings["gpu"] else "true"))[1]

@@ -80,7 +80,7 @@ class TrustScreen:
             # every probe only for an implausible figure with nothing found yet: a grading already
             # suspect needs no more evidence than the quick probes give, nor their minute
             found, checks["probes"] = self._probe(run, references, implausible and not findings, prober, log_dir,
-                                                  callables)
+                                                  callables, graders)
             findings += found
             if warm_key and checks["probes"].get("ran") and not checks["probes"].get("error"):
                 self.keep_import_cost(warm_key, checks["probes"])
@@ -94,7 +94,7 @@ class TrustScreen:
 
     # ------------------------------------------------------------------ probes
     def _probe(self, run: GradeRun, references: dict[str, list[str]], full: bool, prober: Prober,
-               log_dir: Path, callables: set[str]) -> tuple[list[Finding], dict[str, Any]]:
+               log_dir: Path, callables: set[str], graders: str = "") -> tuple[list[Finding], dict[str, Any]]:
         # a function whose contract is to return a function (a decorator factory) has no output to check
         recs = [r for r in runtime.records(run.trust_events, run.trust_socket) if r.get("fn") not in callables]
         if not recs:
@@ -157,7 +157,8 @@ class TrustScreen:
             checks["warm"] = {**(checks["warm"] if isinstance(checks.get("warm"), dict) else {}), "said": said}
         found = [Finding(family=str(f[0]), evidence=str(f[1])[:300], screen="probe")
                  for f in result.get("findings") or [] if isinstance(f, list) and len(f) == 2]
-        extra, _ = runtime.read(probe_run.trust_events, set())  # the guard watched the probe's process too
+        # the guard watched the probe's process too (and a backend's look at what was written, the grader's own let through)
+        extra, _ = runtime.read(probe_run.trust_events, set(), graders=graders)
         return found + [f for f in extra if f.family != "lazy_output"], checks
 
     # ------------------------------------------------------------------ what a probe's imports cost

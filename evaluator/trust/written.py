@@ -9,7 +9,9 @@ module the image holds, not the candidate's, rewritten, touched or removed chang
 harness runs, or makes it read as the grading's own (which the guard does not watch):
 harness_patched. A backend lists what the grading wrote (the local one walks its scratch in the
 init, with every process of the grading dead; the docker one asks the engine for the
-container's changes; Modal lists startup-named files before and after); this module holds the
+container's changes and lists the startup files of its scratch tmpfs, which those leave out;
+Modal lists startup-named files before and after), with the text of each startup file found (a
+grader's own, spelled out in its scripts, is not a finding: graders_own); this module holds the
 rules' host side and turns what was found into the guard's event form (evaluator/trust/runtime.py).
 """
 
@@ -26,6 +28,7 @@ from evaluator.trust.instrument import INSIDE
 
 RULE_FILE = INSIDE / "pesflow_guard_startup.py"
 MAX_FOUND = 50  # named in full up to here: one is enough to be suspect
+MAX_TEXT = 16384  # a found file's text is sent (graders_own) up to this many bytes
 SCAN_FILE = "written-startup.json"  # scan_command's output, in a local grading's run folder
 
 # Run by a local grading's init (the host's python, -I -S) after the grader's processes are
@@ -48,10 +51,10 @@ def removed(p):
 def text(p):
     try:
         st = os.lstat(p)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > 16384:
+        if not stat.S_ISREG(st.st_mode) or st.st_size > %d:
             return None
         with open(p, "rb") as f:
-            return f.read(16385).decode("utf-8")
+            return f.read().decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
 for folder, where in spec["walk"]:
@@ -71,7 +74,7 @@ for upper, where, lowers in spec["image"]:
                 image.append([path, removed(os.path.join(top, n))])
 with open(out, "w") as f:
     json.dump({"found": found, "image": image}, f)
-""" % (MAX_FOUND, MAX_FOUND)
+""" % (MAX_TEXT, MAX_FOUND, MAX_FOUND)
 
 
 def _rule():
@@ -106,6 +109,20 @@ def read_scan(out: Path) -> list[dict[str, Any]] | None:
         return None
 
 
+def text_of(data: bytes | str | None) -> str | None:
+    """A found file's text as the scan sends it (graders_own): UTF-8 of at most MAX_TEXT bytes,
+    else None. `data` is what a backend read of it, MAX_TEXT + 1 bytes at most (a str decoded with
+    replacement characters, as an engine's exec gives it back, counts as not UTF-8)."""
+    if isinstance(data, str):
+        data = None if "\ufffd" in data else data.encode("utf-8")
+    if data is None or len(data) > MAX_TEXT:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def startup_changes(changes: Iterable[tuple[str, int]]) -> list[tuple[str, bool]]:
     """From an engine's list of a container's changes ((path, kind): 0 modified, 1 added, 2
     deleted), the startup files, as scan_command names them."""
@@ -130,11 +147,14 @@ def image_changes(changes: Iterable[tuple[str, int]], writable: list[str], skip:
             and any(p.startswith(w.rstrip("/") + "/") for w in writable)][:MAX_FOUND]
 
 
-def from_changes(changes: Iterable[tuple[str, int]], writable: list[str], skip: set[str]) -> list[dict[str, Any]]:
-    """The events of an engine's list of a grading's changes: its startup files and the image's
-    modules it changed (both rules, as read_scan gives them for the local backend's scan)."""
+def from_changes(changes: Iterable[tuple[str, int]], writable: list[str], skip: set[str],
+                 texts: dict[str, str | None] | None = None) -> list[dict[str, Any]]:
+    """The events of an engine's list of a grading's changes: its startup files (with `texts`,
+    each one's text where the backend read it) and the image's modules it changed (both rules, as
+    read_scan gives them for the local backend's scan)."""
     changes = list(changes)
-    return events(startup_changes(changes)) + image_events(image_changes(changes, writable, skip))
+    found = startup_changes(changes)
+    return events(found, [(texts or {}).get(p) for p, _ in found]) + image_events(image_changes(changes, writable, skip))
 
 
 def image_events(changed: list[tuple[str, bool]]) -> list[dict[str, Any]]:
@@ -198,8 +218,9 @@ def graders_own(text: str | None, graders: str) -> bool:
 # For a backend that can only run commands in the grading's machine (Modal): its startup-named
 # files with their inode change times, listed before the grader and after; one added, changed
 # (a ctime cannot be set back) or gone is one the grading wrote or removed.
-LIST_STARTUP = ("find / /tmp /var/tmp /dev/shm -xdev \\( -name 'sitecustomize*' -o -name 'usercustomize*' "
-                "-o -name 'pesflow_*' -o -name '*.pth' \\) -not -path '/proc/*' -printf '%p\\t%C@\\n' 2>/dev/null; true")
+STARTUP_NAMES = "\\( -name 'sitecustomize*' -o -name 'usercustomize*' -o -name 'pesflow_*' -o -name '*.pth' \\)"  # find's test
+LIST_STARTUP = f"find / /tmp /var/tmp /dev/shm -xdev {STARTUP_NAMES} -not -path '/proc/*' -printf '%p\\t%C@\\n' 2>/dev/null; true"
+READ_TEXT = ("head", "-c", str(MAX_TEXT + 1), "--")  # the argv, less the path, that reads a found file's text in a sandbox
 
 
 def listing_changes(before: str, after: str) -> list[tuple[str, bool]]:

@@ -52,7 +52,7 @@ from evaluator.config import DockerConfig
 from evaluator.limits import CGROUP_ROOT, cgroup_count, cgroups_of, process_start, same_process
 from evaluator.parallel import Slot
 from evaluator.task import Task
-from evaluator.trust import instrument
+from evaluator.trust import instrument, written
 
 # PID 1 of every container: no signal handlers (so unkillable from inside), reaps orphans.
 KEEPALIVE = "while :; do sleep 2147483647 & wait $!; done"
@@ -94,6 +94,7 @@ class _Warm:
     writable: list[str] = field(default_factory=list)  # the paths a grading may write (volumes)
     since: str = ""  # the container's clock when it was last reset: a later ctime is a change
     changed: set[tuple[str, int]] | None = None  # what the last grading changed, as its reset read it first
+    texts: dict[str, str | None] = field(default_factory=dict)  # the text of each startup file in `changed` (graders_own)
 
 
 @dataclass
@@ -314,15 +315,16 @@ class Containers:
 
     def _volume_changes(self, api: docker.APIClient, key: str, w: _Warm) -> set[tuple[str, int]]:
         """What a grading changed in the writable paths (volumes, which the engine's list of
-        changes does not cover), in that list's terms: 0 modified, 1 added, 2 deleted."""
-        entries, changed, _ = _volume_listing(_exec(api, w.id, VOLUME_SCRIPT, args=[w.since, *w.writable])[1])
+        changes does not cover), in that list's terms: 0 modified, 1 added, 2 deleted; and the
+        startup files it wrote into the scratch tmpfs (added: each reset empties it)."""
+        entries, changed, _, scratch = _volume_listing(_exec(api, w.id, VOLUME_SCRIPT, args=[w.since, *w.writable])[1])
         ref = self._refs[key]
         for path in w.writable:
             if path not in ref.listings:
                 out = self._on_reference(api, key, lambda r: _exec(api, r.id, VOLUME_SCRIPT, args=["", path])[1])
                 ref.listings[path] = frozenset(_volume_listing(out)[0])
         image = frozenset().union(*(ref.listings[p] for p in w.writable))
-        return ({(p, 1) for p in entries - image} | {(p, 2) for p in image - entries}
+        return ({(p, 1) for p in (entries - image) | scratch} | {(p, 2) for p in image - entries}
                 | {(p, 0) for p in changed & image})
 
     def changes(self, api: docker.APIClient, key: str, w: _Warm) -> set[tuple[str, int]]:
@@ -336,6 +338,8 @@ class Containers:
             changes = self.changes(api, prepared.key, w)
             if w.changed is None:  # the grading's own, before anything was killed or put back
                 w.changed = changes
+                w.texts = {p: written.text_of(_exec(api, w.id, 'exec "$@"', args=[*written.READ_TEXT, p])[1])
+                           for p, removed in written.startup_changes(changes) if not removed}
             if len(changes) > MAX_RESET_PATHS:
                 raise _Dirty(f"{len(changes)} paths changed")
             # a directory listed only because something below it changed is not itself a change

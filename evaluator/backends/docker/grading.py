@@ -222,7 +222,7 @@ class DockerBackend:
             self.containers.discard(api, w)
         if request.trust is not None and w.changed is not None:
             # startup files and the image's modules the grading changed, whatever did (trust/written.py)
-            trust_events += written.from_changes(w.changed, w.writable, written.candidate_paths(task.scope, request.files))
+            trust_events += written.from_changes(w.changed, w.writable, written.candidate_paths(task.scope, request.files), w.texts)
         env = task.toml.environment
         forks_refused = w.pids_max > pids_before
         if broke and not forks_refused:

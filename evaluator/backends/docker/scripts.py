@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from evaluator.backends.in_container import ALIVE_FN
+from evaluator.trust.written import STARTUP_NAMES
 
 # Runs as root in a container between two gradings (and once when it starts, with no
 # operations). Operations come as arguments, so no path is ever split or re-parsed:
@@ -95,7 +96,9 @@ echo "@@reset-done"
 
 
 # The writable paths' entries (A) and those whose inode changed since the last reset (C: ctime,
-# which nothing in the container can set back), NUL-separated; then the container's clock.
+# which nothing in the container can set back), NUL-separated; after a reset, the startup files
+# in the scratch tmpfs (S), which the engine's list of changes leaves out and each reset empties
+# (so all there is the grading's: trust/written.py); then the container's clock.
 VOLUME_SCRIPT = r"""
 since="$1"; shift
 for w in "$@"; do
@@ -103,6 +106,7 @@ for w in "$@"; do
   find "$w" -xdev -mindepth 1 -printf 'A %p\0'
   [ -n "$since" ] && find "$w" -xdev -newerct "@$since" -printf 'C %p\0'
 done
+[ -n "$since" ] && find /tmp /var/tmp /dev/shm -xdev -mindepth 1 """ + STARTUP_NAMES + r""" -printf 'S %p\0' 2>/dev/null
 sleep 0.02
 printf 'T %s\0' "$(date +%s.%N)"
 """
@@ -114,9 +118,10 @@ done
 """
 
 
-def _volume_listing(out: str) -> tuple[set[str], set[str], str]:
-    """VOLUME_SCRIPT's output: (every entry, entries changed since, the container's clock)."""
-    entries, changed, clock = set(), set(), ""
+def _volume_listing(out: str) -> tuple[set[str], set[str], str, set[str]]:
+    """VOLUME_SCRIPT's output: (every entry, entries changed since, the container's clock, the
+    scratch's startup files)."""
+    entries, changed, clock, scratch = set(), set(), "", set()
     for rec in out.split("\0"):
         kind, _, path = rec.partition(" ")
         if kind == "A":
@@ -125,7 +130,9 @@ def _volume_listing(out: str) -> tuple[set[str], set[str], str]:
             changed.add(path)
         elif kind == "T":
             clock = path.strip()
-    return entries, changed, clock
+        elif kind == "S":
+            scratch.add(path)
+    return entries, changed, clock, scratch
 
 
 def _keepalive(out: str) -> str:

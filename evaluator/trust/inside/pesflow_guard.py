@@ -127,7 +127,7 @@ def _start():  # noqa: C901 - one closure so that no module global can switch it
                 return
             if os.stat(fn).st_ctime > started:
                 import pesflow_guard_planted  # noqa: PLC0415 - slow to import in every interpreter: only where the grading wrote a module
-                pesflow_guard_planted.shadow(cfg, name, fn)
+                pesflow_guard_planted.shadow(cfg, name, fn, role)
             elif isinstance(cached, str) and cached != fn and os.stat(cached).st_ctime > started:
                 import pesflow_guard_planted  # noqa: PLC0415 - slow to import in every interpreter: only where the grading wrote a module's cache
                 pesflow_guard_planted.cache(cfg, name, fn, cached)

@@ -10,6 +10,8 @@ sent from here, without json, re or anything the module being run could stand in
 - A top-level module from a file the grading wrote (not the candidate's) that stands in for one
   the interpreter has (standard library, built in) or another folder of its path holds (an
   installed package): the harness then runs the grading's code in place of the image's.
+- A top-level module from such a file that the path search found by name for code that is not
+  the candidate's (an optional import, where the image has no module of that name).
 - A module of the image (its file older than the grading) whose bytecode cache the grading wrote
   with code that is not its source's: the next interpreter runs that code, the file unchanged.
 
@@ -82,9 +84,48 @@ def _provided_elsewhere(name, folder):
     return False
 
 
-def shadow(cfg, name, filename):
+def _on_path(folder):
+    """Whether `folder` is one the path search looks in (so the module was found by its name)."""
+    own = os.path.realpath(folder)
+    return any(isinstance(e, str) and os.path.realpath(e or ".") == own for e in list(sys.path))
+
+
+_MACHINERY = ("<frozen importlib", os.sep + "importlib" + os.sep, "pesflow_guard")
+
+
+def _importer(role):
+    """The file of the code that asked for the module being run, or None where candidate code is
+    on the stack (its own process: the guard proper watches what it does there)."""
+    first = None
+    f = sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if role(fn) == "candidate":
+            return None
+        if first is None and not any(m in fn for m in _MACHINERY):
+            first = fn
+        f = f.f_back
+    return first or "?"
+
+
+def _copy_of_known(cfg, filename):
+    """Whether the file is a copy of the candidate's or the frozen baseline's (a grader that
+    copies the scope file under another name to import it)."""
+    try:
+        import hashlib  # noqa: PLC0415 - slow to import in every interpreter: only for a planted module that stands in for nothing
+        with open(filename, "rb") as f:
+            h = hashlib.sha256(f.read()).hexdigest()
+    except (OSError, ImportError):
+        return False
+    return h in (cfg.get("candidate_hashes") or {}) or h in (cfg.get("baseline_hashes") or {})
+
+
+def shadow(cfg, name, filename, role=None):
     """`filename` (written since the grading began, not the candidate's) run as module `name`:
-    a finding when it stands in for a module the image provides."""
+    a finding when it stands in for a module the image provides, or when the path search found it
+    by name for code that is not the candidate's (an optional import the image has nothing for:
+    the standard library's copy asks for `org`, torch for `opt_einsum`), which then runs the
+    grading's code where the harness did not ask for the candidate's."""
     if not name or "." in name:
         return
     folder = os.path.dirname(filename)
@@ -93,6 +134,12 @@ def shadow(cfg, name, filename):
     if _provided_elsewhere(name, folder):
         say(cfg, "harness_patched", "module %s ran from %s, a file the grading wrote, in place of the one the image "
                                     "provides" % (name, filename), _short_text(filename))
+    elif role is not None and _on_path(folder) and not _copy_of_known(cfg, filename):
+        by = _importer(role)
+        if by is not None:
+            say(cfg, "harness_patched", "module %s ran from %s, a file the grading wrote, found on the path for %s "
+                                        "(no candidate code asked for it; the image has no such module)"
+                                        % (name, filename, by), _short_text(filename))
 
 
 def _short_text(path, limit=16384):
