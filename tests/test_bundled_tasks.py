@@ -66,6 +66,7 @@ def test_noop_oracle_negative_and_scope(bundled_evaluator, name):
     assert anchor / 2.5 < oracle.speedup < anchor * 2.5, (oracle.speedup, anchor)
     assert oracle.tests.total > 0 and oracle.tests.passed == oracle.tests.total
     assert oracle.hardware
+    assert not oracle.trust.suspect, oracle.trust.reasons  # the package's reference: the honest ground truth
 
     negative = ev.evaluate(task, mode="negative", grader="hidden")
     assert negative.status == Status.hard_fail and negative.reward == 0.0
@@ -81,6 +82,7 @@ def test_noop_oracle_negative_and_scope(bundled_evaluator, name):
 def test_dev_engine_grades_the_oracle_without_the_anchor(bundled_evaluator, name):
     v = bundled_evaluator.evaluate(name, mode="oracle", grader="dev")
     assert v.status == Status.ok and v.hard_fail_reasons == [] and v.speedup > 1.5, v.message
+    assert not v.trust.suspect, v.trust.reasons
     # the dev engine never reveals the hidden anchor
     anchor = load_task(name).anchor.value
     assert v.raw.get("ref_speedup") in (None, "withheld") or v.raw.get("ref_speedup") != anchor

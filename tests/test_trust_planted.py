@@ -59,6 +59,12 @@ PLANTED = {
                                "open(REPO + '/../jitcache/jit_7f3a.py', 'w').write('X = 1\\n')",
                                "import importlib.util as u; s = u.spec_from_file_location('jit_7f3a', '../jitcache/jit_7f3a.py'); "
                                "m = u.module_from_spec(s); s.loader.exec_module(m); assert m.X == 1", False),
+    # pesflow's probe replays the candidate's calls: the modules its inputs name are the candidate's
+    "imported_by_the_probe": ("open(REPO + '/gen_kernel_7f3a.py', 'w').write('X = 1\\n')",
+                              "exec(compile('import gen_kernel_7f3a', '/.pesflow-trust/pesflow_probe_inputs.py', 'exec'))", False),
+    "loaded_under_another_name": ("open(REPO + '/tile_planner_x.py', 'w').write('X = 1\\n')",
+                                  "import importlib.util as u; s = u.spec_from_file_location('candidate_tp', 'tile_planner_x.py'); "
+                                  "m = u.module_from_spec(s); s.loader.exec_module(m); assert m.X == 1", False),
     "copy_of_the_candidates_file": ("import shutil; shutil.copy(__file__, REPO + '/kernel_copy.py')", "import kernel_copy", False),
     "image_module_cache_by_import": ("import submission.helpers", "import submission.helpers", False),
 }
