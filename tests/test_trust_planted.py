@@ -50,6 +50,11 @@ PLANTED = {
                                    "try:\n    import fastjit_opt\nexcept ImportError:\n    pass", True),
     "optional_import_extension": ("import shutil, _testcapi; shutil.copy(_testcapi.__file__, REPO + '/fastext_opt' + _testcapi.__file__.rsplit('_testcapi', 1)[1])",
                                   "try:\n    import fastext_opt\nexcept ImportError:\n    pass", True),
+    # a site folder the grading can write (the user's, under HOME): not passed over as the image's
+    "optional_import_from_a_writable_site_folder": (
+        "d = REPO + '/home/.local/lib/python3/site-packages/fastjit_opt'; os.makedirs(d); open(d + '/__init__.py', 'w').write('X = 1\\n')",
+        "import sys; sys.path.append('home/.local/lib/python3/site-packages')\ntry:\n    import fastjit_opt\nexcept ImportError:\n    pass",
+        True),
     # honest: a module of its own name (a JIT's) that the candidate's code imports (in a later
     # process too) or a library loads from where it wrote it; the image's module with the cache the
     # import system writes

@@ -116,11 +116,16 @@ def _start():  # noqa: C901 - one closure so that no module global can switch it
     started = float(cfg.get("started") or 0)
     image_roots = tuple({os.path.realpath(p) + "/" for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
                         | {"/usr/lib/python3", "/tests/", "/opt/loop/", "/.pesflow-trust/"})
+    # where a grading can write (its source tree, HOME with the user's site folder, the scratch
+    # folders): never passed over as the image's, whatever site folder or prefix lies there
+    writable = tuple(w.rstrip("/") + "/" for w in (cfg.get("source_root") or "", os.environ.get("HOME") or "",
+                                                   "/tmp", "/var/tmp", "/dev/shm", "/logs") if w.strip("/"))
 
     def planted(name, fn, cached):
         """A module file outside the interpreter's own folders written since the grading began,
         or its bytecode cache: pesflow_guard_planted looks closer (a stat or two a module here)."""
-        if not started or not isinstance(fn, str) or fn.startswith(image_roots) or "-packages/" in fn:
+        if not started or not isinstance(fn, str) or (
+                (fn.startswith(image_roots) or "-packages/" in fn) and not fn.startswith(writable)):
             return
         try:
             if role(fn) is not None:
