@@ -3,8 +3,14 @@ log puts the traceback (indented, prefixed, chained), never its header."""
 
 from __future__ import annotations
 
+import shutil
+
+from evaluator import package_check
 from evaluator.package_check import first_error
+from evaluator.task import load_task
+from evaluator.trust import instrument
 from evaluator.verdict import Status, Verdict
+from tests.conftest import FIXTURES
 
 TRACE = ["Traceback (most recent call last):", '  File "gpu_bench.py", line 95, in <module>', "    main()",
          "FileNotFoundError: [Errno 2] No such file or directory: '/opt/verifier-baseline/sgemm_kernel.cu'"]
@@ -32,3 +38,17 @@ def test_an_indented_or_prefixed_traceback_gives_its_exception_line(tmp_path):
 def test_a_cut_traceback_is_passed_over_for_the_next_error(tmp_path):
     cut = "\n".join(TRACE[:2]) + "\nBENCH_FAIL square_1k: D: 12/100 elements out of tolerance\n"
     assert first_error(verdict_with_log(tmp_path, cut)).startswith("BENCH_FAIL square_1k")
+
+
+def test_a_grading_kept_by_an_earlier_trust_screen_is_not_this_ones(tmp_path, monkeypatch):
+    """The check key holds the trust screen's code: a verdict kept from before a change to the
+    screen (a false alarm since fixed, say) is graded again, not reused."""
+    task = load_task("kfc/toy-sum", [FIXTURES])
+    before = package_check.check_key(task, ("hidden",))
+    assert before == package_check.check_key(task, ("hidden",))
+    copy = tmp_path / "trust"
+    shutil.copytree(instrument.INSIDE.parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(instrument, "INSIDE", copy / "inside")
+    assert package_check.check_key(task, ("hidden",)) == before  # the same code, wherever it lies
+    (copy / "written.py").write_text((copy / "written.py").read_text() + "\n# a rule changed\n")
+    assert package_check.check_key(task, ("hidden",)) != before

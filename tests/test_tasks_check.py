@@ -16,7 +16,7 @@ from evaluator.evaluation import Evaluator
 from evaluator.hardware import gpu_available
 from evaluator.package_check import run_checks
 from evaluator.task import load_task
-from tests.conftest import FIXTURES, REPO, needs_root, toy_tasks_root
+from tests.conftest import REPO, needs_root, toy_tasks_root
 
 pytestmark = [needs_root, pytest.mark.slow]
 ORACLE_TRACE_SPEEDUP = "1001.25"  # the toy's oracle on its deterministic metric
@@ -93,18 +93,3 @@ def test_the_command_prints_one_line_per_package_and_no_traceback(tmp_path, cach
     assert "not checked (bad input, named above): kfc/no-such-task" in r.stderr
     assert (tmp_path / "out/tasks-check.md").is_file() and "anchor_differs 1" in r.stdout
 
-
-def test_a_grading_kept_by_an_earlier_trust_screen_is_not_this_ones(tmp_path, monkeypatch):
-    """The check key holds the trust screen's code: a verdict kept from before a change to the
-    screen (a false alarm since fixed, say) is graded again, not reused."""
-    from evaluator import package_check  # noqa: PLC0415 - beside its one use
-    from evaluator.trust import instrument  # noqa: PLC0415 - beside its one use
-    task = load_task("kfc/toy-sum", [FIXTURES])
-    before = package_check.check_key(task, ("hidden",))
-    assert before == package_check.check_key(task, ("hidden",))
-    copy = tmp_path / "trust"
-    shutil.copytree(instrument.INSIDE.parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(instrument, "INSIDE", copy / "inside")
-    assert package_check.check_key(task, ("hidden",)) == before  # the same code, wherever it lies
-    (copy / "written.py").write_text((copy / "written.py").read_text() + "\n# a rule changed\n")
-    assert package_check.check_key(task, ("hidden",)) != before

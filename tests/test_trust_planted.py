@@ -120,6 +120,14 @@ def test_a_finding_the_shell_sends_is_json_whatever_the_path_holds():
         assert json.loads(planted._quote(text)) == "".join(c if ord(c) < 0x10000 else "\ufffd" for c in text)
 
 
+def test_the_guard_sends_a_planted_files_text_up_to_the_hosts_limit():
+    from evaluator.trust import written  # noqa: PLC0415 - beside its one use
+    spec = importlib.util.spec_from_file_location("pesflow_guard_planted", INSIDE / "pesflow_guard_planted.py")
+    planted = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(planted)
+    assert planted._short_text.__defaults__ == (written.MAX_TEXT,)
+
+
 def test_the_planted_files_text_goes_with_its_finding_so_the_graders_own_can_be_told(tmp_path):
     from evaluator.trust import runtime  # noqa: PLC0415 - beside its one use
     body = "import sys\nsys.dont_write_bytecode = True  # the grader's own stand-in\n"

@@ -152,7 +152,8 @@ def shadow(cfg, name, filename, role=None):
 
 
 def _short_text(path, limit=16384):
-    """A Python source's text, where it is short and text at all."""
+    """A Python source's text, where it is short and text at all (`limit`: the host's
+    written.MAX_TEXT, which this file cannot import)."""
     if not path.endswith(".py"):
         return None
     try:
