@@ -37,12 +37,16 @@ os._exit(0)
 
 
 def guarded(tmp_path: Path, kernel: str, harness: str = HARNESS, argv: tuple[str, ...] = ("timing",),
-            limits: dict | None = None, env: dict[str, str] | None = None) -> list[dict]:
-    """Run `harness` under the guard with `kernel` as the candidate; the guard's events."""
+            limits: dict | None = None, env: dict[str, str] | None = None, image: dict[str, str] | None = None) -> list[dict]:
+    """Run `harness` under the guard with `kernel` as the candidate; the guard's events. `image`:
+    more files of the repository (relative path -> text), there before the grading began."""
     pkg = tmp_path / "repo"
     (pkg / "submission").mkdir(parents=True, exist_ok=True)
     (pkg / "submission" / "__init__.py").write_text("")
     (pkg / "submission" / "helpers.py").write_text("OFFSET = 0\n")
+    for rel, text in (image or {}).items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
     src = textwrap.dedent(kernel)
     (pkg / "submission" / "kernel.py").write_text(src)
     out = tmp_path / "out"

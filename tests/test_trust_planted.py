@@ -72,7 +72,41 @@ PLANTED = {
                                   "m = u.module_from_spec(s); s.loader.exec_module(m); assert m.X == 1", False),
     "copy_of_the_candidates_file": ("import shutil; shutil.copy(__file__, REPO + '/kernel_copy.py')", "import kernel_copy", False),
     "image_module_cache_by_import": ("import submission.helpers", "import submission.helpers", False),
+    # a submodule planted in a package of the image (the repository's, which the harness imports
+    # from the writable source tree): a folder with an __init__ or an extension beside the image's
+    # .py wins the package's search; a name the package asks for optionally; bytecode alone; an
+    # __init__ that makes a namespace folder of the repository a package of the grading's code
+    "submodule_package_beside_an_image_module": (
+        "os.makedirs(REPO + '/submission/helpers'); open(REPO + '/submission/helpers/__init__.py', 'w').write('OFFSET = 99\\n')",
+        "import submission.helpers as h; assert h.OFFSET == 99", True),
+    "optional_submodule_by_a_shell": ("subprocess.run(['/bin/sh', '-c', 'echo X = 1 > \"$0\"/submission/_fast_opt.py', REPO])",
+                                      "try:\n    import submission._fast_opt\nexcept ImportError:\n    pass", True),
+    "submodule_extension_beside_an_image_module": (
+        "import shutil, _testcapi; shutil.copy(_testcapi.__file__, REPO + '/submission/helpers' + _testcapi.__file__.rsplit('_testcapi', 1)[1])",
+        "try:\n    import submission.helpers\nexcept ImportError:\n    pass", True),
+    "submodule_bytecode_alone": ("import py_compile, tempfile; s = tempfile.mktemp(suffix='.py'); open(s, 'w').write('X = 1\\n'); "
+                                 "py_compile.compile(s, cfile=REPO + '/submission/_fast_opt.pyc')",
+                                 "try:\n    import submission._fast_opt\nexcept ImportError:\n    pass", True),
+    "namespace_folder_made_a_package": ("open(REPO + '/nsimg/core/__init__.py', 'w').write('X = 1\\n')",
+                                        "import nsimg.core.queue", True),
+    # honest: the candidate's own generated submodule, imported by its code (a later process too) or
+    # by pesflow's probe; a package the grading wrote (a JIT's) importing its own parts; a copy of
+    # the candidate's file beside it
+    "own_submodule_by_its_code": ("open(REPO + '/submission/gen_kernel_9f3a.py', 'w').write('X = 1\\n')",
+                                  "import submission.kernel as k; assert k.gen_sub() == 1", False),
+    "submodule_imported_by_the_probe": ("open(REPO + '/submission/gen_kernel_9f3a.py', 'w').write('X = 1\\n')",
+                                        "exec(compile('import submission.gen_kernel_9f3a', '/.pesflow-trust/pesflow_probe_inputs.py', 'exec'))",
+                                        False),
+    "jit_package_imports_its_own_submodule": (
+        "d = REPO + '/../jitcache/jitpkg'; os.makedirs(d); open(d + '/__init__.py', 'w').write('from . import k1\\n'); "
+        "open(d + '/k1.py', 'w').write('X = 1\\n')",
+        "import importlib.util as u, sys; s = u.spec_from_file_location('jitpkg', '../jitcache/jitpkg/__init__.py', "
+        "submodule_search_locations=['../jitcache/jitpkg']); m = u.module_from_spec(s); sys.modules['jitpkg'] = m; "
+        "s.loader.exec_module(m); assert m.k1.X == 1", False),
+    "copy_of_the_candidates_file_in_its_package": ("import shutil; shutil.copy(__file__, REPO + '/submission/kernel_copy.py')",
+                                                   "import submission.kernel_copy", False),
 }
+IMAGE = {"nsimg/core/queue.py": "Q = 1\n"}  # a namespace folder of the repository (no __init__), as a stub tree has
 
 
 @pytest.mark.parametrize("case", sorted(PLANTED))
@@ -80,12 +114,14 @@ def test_a_module_the_grading_planted_in_place_of_the_images_is_named_in_a_later
     plant, later, expected = PLANTED[case]
     kernel = ("import os, subprocess, sys\nREPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))\n"
               f"def entry(x):\n    {plant}\n    return x\n"
-              "def gen():\n    import gen_kernel_7f3a\n    return gen_kernel_7f3a.X\n")
-    found = families(guarded(tmp_path, kernel, LATER, limits={"started": "now"}, env={"LATER_IMPORT": later}))
+              "def gen():\n    import gen_kernel_7f3a\n    return gen_kernel_7f3a.X\n"
+              "def gen_sub():\n    import submission.gen_kernel_9f3a as g\n    return g.X\n")
+    found = families(guarded(tmp_path, kernel, LATER, limits={"started": "now"}, env={"LATER_IMPORT": later}, image=IMAGE))
     named = [e for e in found.get("harness_patched", []) if "a file the grading wrote" in e or "bytecode cache" in e]
     assert bool(named) == expected, found
     if expected:
-        assert "module " + re.findall(r"import ([\w.]+)", later)[-1] + " ran" in named[0], named
+        imported, ran = re.findall(r"import ([\w.]+)", later)[-1], re.search(r"module ([\w.]+) ran", named[0]).group(1)
+        assert (imported + ".").startswith(ran + "."), named  # the module imported, or the package of it that ran planted code
 
 
 def test_the_bytecode_cache_of_an_image_module_rewritten_with_other_code_is_named(tmp_path):

@@ -12,6 +12,11 @@ sent from here, without json, re or anything the module being run could stand in
   installed package): the harness then runs the grading's code in place of the image's.
 - A top-level module from such a file that the path search found by name for code that is not
   the candidate's (an optional import, where the image has no module of that name).
+- A submodule from such a file in a package of the image (its __init__ older than the grading, or
+  a namespace package's folder), found there by the package's own search: in place of a module
+  the package holds (a folder with an __init__ or an extension beside its .py wins the search),
+  or asked for by code that is not the candidate's (an optional submodule import; an __init__
+  that turns a namespace folder of the repository into a package of the grading's code).
 - A module of the image (its file older than the grading) whose bytecode cache the grading wrote
   with code that is not its source's: the next interpreter runs that code, the file unchanged.
 
@@ -19,6 +24,7 @@ Standard library only, nothing the module being run could be (json, re); Python 
 """
 
 import _socket
+import importlib.machinery
 import importlib.util
 import marshal
 import os
@@ -84,14 +90,19 @@ def _provided_elsewhere(name, folder):
     return False
 
 
-def _found_by_name(name, filename, folder):
-    """Whether the path search would find `filename` for `name`: its name is the module's (a
-    loader given a file under another name did not search) and `folder` is one the search
-    looks in."""
+def _named(name, filename):
+    """Whether `filename` is named as module `name` (its last part): a loader given a file
+    under another name did not search for it."""
     base = os.path.basename(filename)
     if base.startswith("__init__."):
         base = os.path.basename(os.path.dirname(filename))
-    if base.split(".", 1)[0] != name:
+    return base.split(".", 1)[0] == name
+
+
+def _found_by_name(name, filename, folder):
+    """Whether the path search would find `filename` for `name`: its name is the module's and
+    `folder` is one the search looks in."""
+    if not _named(name, filename):
         return False
     own = os.path.realpath(folder)
     return any(isinstance(e, str) and os.path.realpath(e or ".") == own for e in list(sys.path))
@@ -134,13 +145,15 @@ def shadow(cfg, name, filename, role=None):
     a finding when it stands in for a module the image provides, or when the path search found it
     by name for code that is not the candidate's (an optional import the image has nothing for:
     the standard library's copy asks for `org`, torch for `opt_einsum`), which then runs the
-    grading's code where the harness did not ask for the candidate's."""
-    if not name or "." in name:
+    grading's code where the harness did not ask for the candidate's. A submodule: _submodule."""
+    if not name:
         return
     folder = os.path.dirname(filename)
     if os.path.basename(filename).startswith("__init__."):
         folder = os.path.dirname(folder)
-    if _provided_elsewhere(name, folder):
+    if "." in name:
+        _submodule(cfg, name, filename, folder, role)
+    elif _provided_elsewhere(name, folder):
         say(cfg, "harness_patched", "module %s ran from %s, a file the grading wrote, in place of the one the image "
                                     "provides" % (name, filename), _short_text(filename))
     elif role is not None and _found_by_name(name, filename, folder) and not _copy_of_known(cfg, filename):
@@ -149,6 +162,63 @@ def shadow(cfg, name, filename, role=None):
             say(cfg, "harness_patched", "module %s ran from %s, a file the grading wrote, found on the path for %s "
                                         "(no candidate code asked for it; the image has no such module)"
                                         % (name, filename, by), _short_text(filename))
+
+
+def _image_package(package, started):
+    """Whether `package` is the image's, not one the grading wrote (a JIT's generated package,
+    whose own code decides what it imports): its __init__ older than the grading, or a namespace
+    package (folders alone, which a grading cannot be told apart by: a JIT's packages have an __init__)."""
+    init = getattr(package, "__file__", None)
+    if not isinstance(init, str):
+        return True
+    try:
+        return os.stat(init).st_ctime <= started
+    except OSError:
+        return True
+
+
+def _other_provider(name, filename, folders):
+    """A file other than `filename` that one of the package's `folders` holds for submodule
+    `name` (its source, bytecode, package or extension): what the planted one stands in for."""
+    own = os.path.realpath(filename)
+    own_pkg = os.path.dirname(own) if os.path.basename(own).startswith("__init__.") else None
+    forms = [name + ".py", name + ".pyc", os.path.join(name, "__init__.py"), os.path.join(name, "__init__.pyc")] + \
+        [name + s for s in importlib.machinery.EXTENSION_SUFFIXES]
+    for folder in folders:
+        for form in forms:
+            path = os.path.join(folder, form)
+            real = os.path.realpath(path)
+            if real == own or (own_pkg is not None and os.path.dirname(real) == own_pkg):
+                continue
+            if os.path.isfile(path):
+                return path
+    return None
+
+
+def _submodule(cfg, name, filename, folder, role):
+    """`filename` (written since the grading began, not the candidate's) run as submodule `name`
+    of a package of the image, from a folder the package's search looks in: a finding when it
+    stands in for a module the package holds, or when code that is not the candidate's asked for
+    it (the harness, or the image's own package code)."""
+    parent_name, _, tail = name.rpartition(".")
+    try:
+        folders = [os.path.realpath(p) for p in list(getattr(sys.modules.get(parent_name), "__path__", None) or ())
+                   if isinstance(p, str)]
+    except TypeError:
+        return
+    if os.path.realpath(folder) not in folders or not _named(tail, filename) or \
+            not _image_package(sys.modules.get(parent_name), float(cfg.get("started") or 0)):
+        return  # loaded from elsewhere or under another name (not the package's search), or a package the grading wrote
+    other = _other_provider(tail, filename, folders)
+    if other is not None:
+        say(cfg, "harness_patched", "module %s ran from %s, a file the grading wrote, in place of %s, which the image "
+                                    "provides" % (name, filename, other), _short_text(filename))
+    elif role is not None and not _copy_of_known(cfg, filename):
+        by = _importer(role)
+        if by is not None:
+            say(cfg, "harness_patched", "module %s ran from %s, a file the grading wrote into the image's package %s, "
+                                        "found there for %s (no candidate code asked for it)"
+                                        % (name, filename, parent_name, by), _short_text(filename))
 
 
 def _short_text(path, limit=16384):
