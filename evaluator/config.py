@@ -86,7 +86,7 @@ class TrustConfig(_Strict):
     plausibility_ratio: float = Field(3.0, gt=1)  # a speedup past this times the reference's runs every probe
     probe_budget_sec: float = Field(5.0, gt=0)  # the quick probes of every correct grading
     full_probe_budget_sec: float = Field(60.0, gt=0)  # every probe, when the speedup is implausible
-    warm_probe: bool = True  # local backend: the probe's imports done while the grader runs (pesflow_probe_warm.py)
+    warm_probe: bool = True  # local backend: the probe's imports done beside the grader (torch) or while its grading is read (pesflow_probe_warm.py)
 
 
 class EvaluatorConfig(_Strict):

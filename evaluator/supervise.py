@@ -80,7 +80,7 @@ def supervised_command(command: str, *, proc: Path, status: Path, python: str, c
                        stray_grace: float = 2.0, results: list[Path] = (),  # type: ignore[assignment]
                        bulk_copy: list[tuple[Path, Path]] = (), bulk_bytes: tuple[int, int] = (64 << 20, 256 << 20),  # type: ignore[assignment]
                        follow: Path | None = None, warm: str | None = None, after_grader: str = "",
-                       warm_over: Path | None = None) -> str:
+                       warm_over: Path | None = None, warm_late: bool = False) -> str:
     """Shell lines that run `command` (a chroot line) as the child of the namespace's init,
     which stays to: note the grader's exit and time in `status` (a host file the grader
     cannot see), name the processes that outlived it by more than `stray_grace` seconds
@@ -101,7 +101,11 @@ def supervised_command(command: str, *, proc: Path, status: Path, python: str, c
     its pid and start time go to `follow/warm.pid` and the grader starts; it is no stray, and the
     reap after the grader spares it (everything else stopped, then killed) for the first
     follow-up, which `warm_go_lines` hands the probes to; `warm_over` (a file the warm probe
-    sees, read-only) is made once the rest are gone, so it can ready the GPU meanwhile.
+    sees, read-only) is made once the rest are gone, so it can ready the GPU meanwhile. With
+    `warm_late`, the warm probe starts only once the grader's processes are dead (nothing of the
+    candidate's runs beside it, so nobody to shield it from and nothing of the grader's figures or
+    memory to share): its imports overlap what the init and the host do before the first
+    follow-up, not the grader.
 
     `after_grader` (a host-side shell line) runs once the grader's processes are dead, before
     the copy: the trust screen's look at what the grading wrote (evaluator/trust/written.py)."""
@@ -114,7 +118,8 @@ def supervised_command(command: str, *, proc: Path, status: Path, python: str, c
     # the grader's child holds no pipe of the host's: only this init can say a phase is over
     close_ctl = f" {{{CTL_WRITE}}}>&- {{{CTL_READ}}}<&-" if follow else ""
     follow_lines = _follow_lines(follow, python, bulk_bytes, close_ctl) if follow else ""
-    warm_lines = _warm_lines(follow, warm, close_ctl) if follow and warm else 'W=""\n'
+    warm_lines = _warm_lines(follow, warm, close_ctl) if follow and warm and not warm_late else 'W=""\n'
+    late_lines = _warm_late_lines(follow, warm, warm_over, close_ctl) if follow and warm and warm_late else ""
     return f"""set +e
 S={q(status)}
 note() {{ printf '%s\\n' "$@" >> "$S"; }}
@@ -172,7 +177,8 @@ reap_but_warm() {{
 }}
 wind_up() {{
   trap '' USR1
-  if [ -n "$1" ]; then reap_but_warm; {f": > {q(warm_over)}" if warm_over else ":"}; else reap; fi
+  if [ "$1" = spare ]; then reap_but_warm; {f": > {q(warm_over)}" if warm_over else ":"}; else reap; fi
+  [ "$1" = late ] && start_warm
   {after_grader or ":"}
   {q(python)} -I -S -c {q(_COPY_OUT)} "$S" {q(scratch or '')} {int(max_file_bytes)} {int(max_total_bytes)} {q(chr(10).join(map(str, results)))} {pairs}
   {bulk}
@@ -181,7 +187,7 @@ trap 'note stopped=1; wind_up; exit 137' USR1
 # Only the grading itself can signal this init (the host sends USR1 alone): noted as tampering,
 # and the grader is waited for all the same. Caught, not ignored, so the grader gets defaults.
 for s in INT TERM HUP QUIT USR2 ALRM; do trap "note signalled=$s" "$s"; done
-{warm_lines}note "grader_start=$EPOCHREALTIME"
+{warm_lines}{late_lines}note "grader_start=$EPOCHREALTIME"
 ( exec 9>&-{close_ctl}; {command} ) &
 g=$!
 wait "$g"
@@ -202,7 +208,7 @@ for p in {proc_glob}; do
   strays+=("$n:${{c//[^A-Za-z0-9._-]/_}}")
 done
 [ "${{#strays[@]}}" -gt 0 ] && note "strays=${{strays[*]:0:20}}"
-wind_up {"spare" if follow and warm else ""}
+wind_up {("late" if warm_late else "spare") if follow and warm else ""}
 {follow_lines}exit "$rc"
 """
 
@@ -241,6 +247,21 @@ i=0
 while ! grep -qs '^shielded' {f}/warm.status && [ "$i" -lt 300 ]; do i=$((i+1)); read -r -t 0.01 -u 9 _; done
 if grep -qs '^shielded' {f}/warm.status && WS=$(start_of "$W"); then printf '%s %s\n' "$W" "$WS" > {f}/warm.pid
 else kill -9 "$W" 2>/dev/null; W=""; fi
+"""
+
+
+def _warm_late_lines(follow: Path, warm: str, warm_over: Path | None, close_ctl: str) -> str:
+    """`start_warm`, which wind_up runs once every process of the grading is dead, before the look
+    at what the grading wrote and the copy: the warm probe, its pid and start time recorded at once
+    (no wait for its word: what the init and the host do next overlaps its start)."""
+    f = q(follow)
+    return f"""start_warm() {{
+  {f": > {q(warm_over)}" if warm_over else ":"}
+  : > {f}/warm.status
+  ( exec 9>&-{close_ctl}; exec {warm} ) 3>>{f}/warm.status 4>&1 >/dev/null 2>&1 </dev/null &
+  W=$!
+  WS=$(start_of "$W") && printf '%s %s\\n' "$W" "$WS" > {f}/warm.pid
+}}
 """
 
 

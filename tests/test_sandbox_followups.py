@@ -128,7 +128,7 @@ sys.exit(7)
 """
 
 
-def _warm_script(d: Path, grader: str, shield: bool = True) -> str:
+def _warm_script(d: Path, grader: str, shield: bool = True, late: bool = False) -> str:
     from evaluator.trust.instrument import INSIDE
     (d / "scr").mkdir()
     (d / "proc").mkdir()
@@ -137,7 +137,7 @@ def _warm_script(d: Path, grader: str, shield: bool = True) -> str:
     return f"mount -t proc proc {d}/proc\n" + supervise.supervised_command(
         grader, proc=d / "proc", status=d / "status", python=sys.executable, copy_out=[], max_file_bytes=1 << 20,
         max_total_bytes=1 << 20, follow=d / "follow", warm=f"{_capped()} {sys.executable} -I -S {d}/warm.py",
-        warm_over=d / "over")
+        warm_over=d / "over", warm_late=late)
 
 
 def _capped() -> str:
@@ -166,6 +166,22 @@ def test_the_warm_process_outlives_the_graders_reap_unnamed_and_runs_the_first_f
     sandbox.run(_warm_script(d, grader), network=False, timeout=60, followups=_warm_follow(d, seen))
     assert "sleep" in seen["status"].get("strays", "") and "python" not in seen["status"].get("strays", ""), seen["status"]
     # the warm process is told once everything else is gone (it readies the GPU meanwhile)
+    assert seen["over"] is not None and seen["over"] >= float(seen["status"]["grader_end"]), seen
+    first, second = seen["first"], seen["second"]
+    assert first.returncode == 0 and "warm ran" in first.output and "cold" not in first.output, first
+    assert second.returncode == 3 and "cold" in second.output and "warm ran" not in second.output, second
+
+
+def test_a_late_warm_process_starts_once_the_graders_processes_are_dead_and_runs_the_first_follow_up(tmp_path):
+    d = tmp_path
+    # the grader sees no warm process (none recorded, no other python), and leaves a sleeper behind
+    grader = (f"bash -c 'ls {d}/follow > {d}/seen.txt; ls {d}/proc | grep -c \"^[0-9]\" >> {d}/seen.txt; "
+              "sleep 300 & exit 0'")
+    seen: dict = {}
+    sandbox.run(_warm_script(d, grader, late=True), network=False, timeout=60, followups=_warm_follow(d, seen))
+    listed = (d / "seen.txt").read_text().split()
+    assert "warm.pid" not in listed and int(listed[-1]) <= 4, listed  # init, the grader's shells and ls: no warm process
+    assert "sleep" in seen["status"].get("strays", ""), seen["status"]  # the grader's own stray, named and reaped
     assert seen["over"] is not None and seen["over"] >= float(seen["status"]["grader_end"]), seen
     first, second = seen["first"], seen["second"]
     assert first.returncode == 0 and "warm ran" in first.output and "cold" not in first.output, first

@@ -82,44 +82,53 @@ def test_what_a_shell_wrote_is_found_once_the_grader_is_over(evaluator, what):
 
 def test_the_warm_probe_imported_the_baselines_packages_and_probes_as_a_cold_one(cache_dir, tmp_path):
     # the bundled router's scope imports numpy; a lazy output, probed. Its probes import for a
-    # tenth of a second, less than the warm probe pays for itself: a second is recorded for it
-    # here (and taken back after, the session's cache shared with other tests).
+    # tenth of a second, less than the warm probe pays for itself beside the grader: it starts
+    # once the grader is over, unless a second is recorded for it (here, and taken back after, the
+    # session's cache shared with other tests); or never (warm_probe off: cold).
     lazy = next(e for e in entries("exploits") if e.name == "lazy_ndarray")
     seen = {}
-    for warm in (True, False):
-        ev = Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache_dir)), trust=TrustConfig(warm_probe=warm)),
-                       log_root=tmp_path / str(warm))
+    for when in ("grader", "after", "cold"):
+        ev = Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache_dir)), trust=TrustConfig(warm_probe=when != "cold")),
+                       log_root=tmp_path / when)
         task = ev.task(lazy.task)
         recorded = ev.trust._imports_file(task.content_hash[:20])
+        recorded.unlink(missing_ok=True)
         try:
-            if warm:
+            if when == "grader":
                 ev.trust.keep_import_cost(task.content_hash[:20], {"loads": [["numpy", 1.0]]})
             v = ev.evaluate(task, candidate=source(task, lazy), grader="hidden")
         finally:
             recorded.unlink(missing_ok=True)
             ev.close()
         probes = v.trust.checks.get("probes") or {}
-        seen[warm] = (v.trust.suspect, sorted(v.trust.families), probes.get("calls"), probes.get("compared"), probes.get("warm"))
-    assert seen[True][:4] == seen[False][:4] and seen[True][0] and "lazy_output" in seen[True][1], seen
-    assert seen[False][4] is None, seen
-    assert [n for n, _ in seen[True][4]["preloaded"]] == ["numpy"], seen
+        seen[when] = (v.trust.suspect, sorted(v.trust.families), probes.get("calls"), probes.get("compared"), probes.get("warm"))
+    assert seen["grader"][:4] == seen["after"][:4] == seen["cold"][:4], seen
+    assert seen["cold"][0] and "lazy_output" in seen["cold"][1], seen
+    assert seen["cold"][4] is None, seen
+    for when in ("grader", "after"):  # probed by the warm process, which had imported numpy before go
+        assert [n for n, _ in seen[when][4]["preloaded"]] == ["numpy"] and "run" in seen[when][4]["said"], (when, seen)
+    # beside the grader it said it was out of reach before the grader began; after, it started with nobody left
+    assert seen["grader"][4]["said"][0] == seen["after"][4]["said"][0] == "shielded", seen
 
 
-def test_the_warm_probe_is_asked_for_where_a_probe_was_seen_to_import_for_long(tmp_path):
+def test_the_warm_probe_starts_beside_the_grader_where_a_probe_was_seen_to_import_for_long(tmp_path):
     from evaluator.config import TrustConfig as TC
     from evaluator.trust.screen import TrustScreen
     screen = TrustScreen(TC(), tmp_path)
     base = {"k/kernel.py": "import numpy as np\nimport torch.nn.functional as F\nfrom .helpers import x\nimport os\n"}
 
-    def asked(key):
-        return (screen.guard_config("candidate", "/app/repo", base, base, {}, warm_key=key) or {}).get("warm_modules")
-    assert asked("never-probed") is None
+    def asked(key, config=screen):
+        cfg = config.guard_config("candidate", "/app/repo", base, base, {}, warm_key=key) or {}
+        return cfg.get("warm"), cfg.get("warm_modules")
+    mods = ["numpy", "torch.nn.functional"]  # installed names only: no relative or standard module
+    assert asked("never-probed") == ("after", mods)  # once the grader is over: nothing it measures is shared
     screen.keep_import_cost("numpy-only", {"loads": [["numpy", 0.1], ["kernel.py", 2.0]], "warm": {"said": ["cold the harness ran x"]}})
-    assert asked("numpy-only") is None
+    assert asked("numpy-only") == ("after", mods)
     screen.keep_import_cost("torch", {"loads": [["torch", 3.8], ["kernel.py", 0.1]]})
-    assert asked("torch") == ["numpy", "torch.nn.functional"]  # installed names only: no relative or standard module
+    assert asked("torch") == ("grader", mods)
     screen.keep_import_cost("torch", {"loads": [], "warm": {"preloaded": [["torch", 3.5]]}})
-    assert asked("torch") == ["numpy", "torch.nn.functional"], "a package the warm probe pays for keeps it"
+    assert asked("torch") == ("grader", mods), "a package the warm probe pays for keeps it"
+    assert asked("torch", TrustScreen(TC(warm_probe=False), tmp_path)) == (None, None)
 
 
 def test_import_costs_kept_by_gradings_in_parallel_threads_never_collide(tmp_path):

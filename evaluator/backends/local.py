@@ -43,8 +43,9 @@ from evaluator.verdict import read_reward_file
 BACKEND_VERSION = "local-8"  # bump to invalidate prepared layers when the replay or the root changes
 PESFLOW_TREE = BUNDLED_TASKS.parent
 EROFS = "Read-only file system"
-# The warm probe's imports (torch's some 0.5 GiB) count in the grading's memory limit: only where
-# that leaves the grader room (every package of the benchmark allows 16 GiB or more).
+# The warm probe's imports (torch's some 0.5 GiB) count in the grading's memory limit: beside the
+# grader only where that leaves it room (every package of the benchmark allows 16 GiB or more),
+# else started after it.
 WARM_MIN_MEMORY_MB = 4096
 
 
@@ -201,9 +202,10 @@ class LocalBackend:
         def chroot(cmd: str) -> str:  # the grader's command line, each follow-up's and the warm probe's
             return sandbox.chroot_command(run_dir / "root", env, meta["workdir"], cmd, ["/bin/bash", "-c"],
                                           caps=sandbox.GRADER_CAPS)
-        warm = None
-        if follow is not None and (request.trust or {}).get("warm_modules") and (
-                not limits.memory_mb or limits.memory_mb >= WARM_MIN_MEMORY_MB):
+        warm, late, when = None, False, (request.trust or {}).get("warm")
+        if follow is not None and when in ("grader", "after"):
+            # beside the grader only where its imports leave the grader room; else after it
+            late = when == "after" or bool(limits.memory_mb and limits.memory_mb < WARM_MIN_MEMORY_MB)
             follow.mkdir()
             warm = chroot(instrument.warm_command())
         # Everything the grader writes lives on the scratch: copied out before it goes.
@@ -224,7 +226,8 @@ class LocalBackend:
                 proc=run_dir / "root/proc", status=run_dir / "status", python=self.stand_in().python, copy_out=copy,
                 max_file_bytes=self.config.max_log_bytes, max_total_bytes=16 * self.config.max_log_bytes,
                 scratch=scratch if scratch_mb else None, results=[scratch / "upper" / r.lstrip("/") for r in results],
-                bulk_copy=bulk, follow=follow, warm=warm, warm_over=run_dir / "trust-in" / instrument.WARM_OVER, after_grader=scan)
+                bulk_copy=bulk, follow=follow, warm=warm, warm_over=run_dir / "trust-in" / instrument.WARM_OVER, after_grader=scan,
+                warm_late=bool(warm and late))
         )
         events = collect.EventSocket(run_dir / "trust-in" / "events.sock") if trust else None
         concluded: list[GradeRun] = []
@@ -315,7 +318,7 @@ class LocalBackend:
             dirs = instrument.site_dirs(list(self.stand_in().site_packages), home / "upper")
             instrument.make_layer(layer, dirs, self.stand_in().python)
         instrument.write_config(run_dir / "trust-in", request.trust)
-        for name, host in {**(instrument.warm_files() if request.trust.get("warm_modules") else {}),
+        for name, host in {**(instrument.warm_files() if request.trust.get("warm") else {}),
                            **request.trust_files}.items():
             shutil.copyfile(host, run_dir / "trust-in" / name)
         return layer

@@ -37,15 +37,18 @@ class TrustScreen:
 
     def guard_config(self, mode: str, source_root: str, scope_texts: dict[str, str | None],
                      baseline: dict[str, str | None], env: dict[str, str], warm_key: str = "") -> dict[str, Any] | None:
-        """The guard's config for one grading; with the baseline's installed imports for the warm
-        probe where a probe of this package was seen to spend WARM_MIN_IMPORT_SEC importing them
-        (torch: seconds; numpy alone costs less than starting the warm probe)."""
+        """The guard's config for one grading, with the warm probe's: the baseline's installed
+        imports, done beside the grader where a probe of this package was seen to spend
+        WARM_MIN_IMPORT_SEC importing them (torch: seconds), else once the grader is over (numpy's
+        tenth of a second beside the grader cost it more than it saved: on a machine of two cores
+        the imports slowed the grader), overlapping the host's reading of the grading."""
         if not (self.config.enabled and self.config.runtime) or mode not in SCREENED_MODES:
             return None
         cfg = instrument.guard_config(source_root, scope_texts, baseline, env, record=self.config.probes)
-        seen = _read_json(self._imports_file(warm_key)) if warm_key else None
-        if self.config.probes and self.config.warm_probe and seen and float(seen.get("seconds") or 0) >= WARM_MIN_IMPORT_SEC:
+        if self.config.probes and self.config.warm_probe:
+            seen = _read_json(self._imports_file(warm_key)) if warm_key else None
             cfg["warm_modules"] = runtime.imported_packages(baseline)
+            cfg["warm"] = "grader" if seen and float(seen.get("seconds") or 0) >= WARM_MIN_IMPORT_SEC else "after"
         return cfg
 
     def judge(self, *, mode: str, task_key: str, run: GradeRun | None, files: dict[str, str | None],

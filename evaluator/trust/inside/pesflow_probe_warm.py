@@ -1,9 +1,12 @@
 """pesflow's warm probe: started by the grading's init just before the grader, in the same
 sandbox and with the same interpreter and capabilities, it imports what the probes will need
-(the installed packages the baseline's scope files import: torch takes seconds) while the
-grader runs, then waits. Once the grader and everything it started are dead, the host says go
-and it runs the probes (pesflow_probe.py) as a fresh process would, without paying for those
-imports after the grader. Nothing of the candidate runs here before go.
+(the installed packages the baseline's scope files import: torch takes seconds, and the probe's
+own modules) while the grader runs, then waits. Once the grader and everything it started are
+dead, the host says go and it runs the probes (pesflow_probe.py) as a fresh process would,
+without paying for those imports after the grader. Nothing of the candidate runs here before go.
+Where the imports cost less than they would slow the grader, the init starts it once the
+grader's processes are dead instead: its start and imports then overlap the host's reading of
+the grading (the same steps, nobody left to shield it from).
 
 Out of the grader's reach meanwhile: it makes itself non-dumpable before the grader starts (the
 init starts the grader only once it says so, so its imports before that meet nothing hostile; the
@@ -150,6 +153,11 @@ def main():
     out = {"checked": {}, "loaded": [], "failed": []}
     t0 = time.perf_counter()
     _preload(list(cfg.get("warm_modules") or []), roots, out)
+    for own in ("pesflow_probe_inputs", "pesflow_probe_objects"):  # from CONFIG_DIR (first on the path), read-only
+        try:
+            importlib.import_module(own)
+        except Exception:  # noqa: BLE001 - the probe imports it itself, or meets the same error
+            pass
     say.write("ready %d %.3f\n" % (len(out["loaded"]), time.perf_counter() - t0))
     gpu = False
     while not os.path.exists(GO):
