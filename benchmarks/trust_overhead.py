@@ -59,8 +59,9 @@ def main() -> None:
     phases: dict[str, list[dict]] = {s: [] for s in names}  # where the probes' time went, inside their process
     for i in range(a.repeats):
         k = i % len(names)
-        order = names[k:] + names[:k]
-        for s in (order if i % 2 == 0 else order[::-1]):
+        # rotated, never reversed too: with two settings a rotation and a reversal cancel out,
+        # and the screen's grading always followed the unscreened one (a bias of its own)
+        for s in names[k:] + names[:k]:
             v = evs[s].evaluate(task, mode=a.mode, grader=a.grader, device=a.device)
             probes = v.trust.checks.get("probes") or {}
             rows[s].append((v.seconds, v.grader_seconds or 0.0, probes.get("seconds") or 0.0, v.speedup, v.trust.suspect))

@@ -95,8 +95,8 @@ def close(a, b, loose=False):
             if x.dtype.kind in "fc" or y.dtype.kind in "fc":
                 x, y = x.astype(np.float64), y.astype(np.float64)
                 ok = np.isclose(x, y, rtol=2e-2 if loose else 1e-3, atol=1e-3 if loose else 1e-5, equal_nan=True)
-                return bool(ok.mean() >= (0.99 if loose else 1.0)) if ok.size else True
-            return bool(np.array_equal(x, y)) if not loose else bool((x == y).mean() >= 0.99) if x.size else True
+                return _enough(int(np.count_nonzero(ok)), ok.size, loose)
+            return bool(np.array_equal(x, y)) if not loose else _enough(int(np.count_nonzero(x == y)), x.size, True)
         except (TypeError, ValueError):
             return False
     if isinstance(a, float) and isinstance(b, float):
@@ -118,11 +118,18 @@ def _close_tensors(t, a, b, loose):
         if x.is_floating_point() or y.is_floating_point() or x.is_complex() or y.is_complex():
             kind = t.complex128 if x.is_complex() or y.is_complex() else t.float64
             ok = t.isclose(x.to(kind), y.to(kind), rtol=2e-2 if loose else 1e-3, atol=1e-3 if loose else 1e-5, equal_nan=True)
-            return bool(ok.to(t.float64).mean().item() >= (0.99 if loose else 1.0))
+            return _enough(int(ok.sum().item()), x.numel(), loose)
         same = x == y
-        return bool(same.to(t.float64).mean().item() >= 0.99) if loose else bool(same.all().item())
+        return _enough(int(same.sum().item()), x.numel(), True) if loose else bool(same.all().item())
     except (TypeError, ValueError, RuntimeError):
         return False
+
+
+def _enough(good, total, loose):
+    """Every element close (at least 99 % of them, loose), by count: a mean of the matches is
+    not exact (CUDA's multiplies by 1/n: 2244 of 2244 read 0.9999999999999999, an honest output
+    called changed after it had returned)."""
+    return good == total if not loose else 100 * good >= 99 * total
 
 
 def numeric(v, depth=0):
