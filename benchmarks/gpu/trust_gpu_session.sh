@@ -6,17 +6,18 @@
 #   start:   installs the carried wheels (.whl/: pydantic for the machine's python), checks the
 #            benchmark out of .bench/faibench-git.tgz (its .git at the pinned commit, its origin
 #            the official URL, so the packages read as official), then starts the driver
-#            (setsid), which runs at once
-#              (a) `pesflow tasks check` of each package of LONG, one shard a package (rows whose
+#            (setsid), which runs first, alone on the GPU,
+#              (a) the screen's cost on TASK (benchmarks/trust_overhead.py, SETTINGS in turn),
+#            then at once
+#              (b) `pesflow tasks check` of each package of LONG, one shard a package (rows whose
 #                  gradings run past one call),
-#              (b) the oracle of each package of REFS under the hidden grader with the screen on,
-#                  SHARDS at once (`pesflow evaluate --mode oracle --json`, one line a package),
-#            and once both are over, alone on the GPU,
-#              (c) the screen's cost on TASK (benchmarks/trust_overhead.py, SETTINGS in turn).
+#              (c) the oracle of each package of REFS under the hidden grader with the screen on,
+#                  SHARDS at once (`pesflow evaluate --mode oracle --json`, one line a package).
 #            Everything it writes lies under /tmp/persist. Then it waits as collect does.
 #   collect: waits until BUDGET_S is spent or the driver is done, then copies what is there
 #            into $OUT (a summary, the rows, one archive of the rest).
 #
+# NO_WHEELS=1: a dry run here, on this machine's python (pydantic installed).
 #   OUT=... BUDGET_S=540 [LONG=file] [REFS=file] [SHARDS=3] [TASK=kfc/flash-online-softmax-prefill] \
 #     [SETTINGS=off,warm] [REPEATS=7] bash benchmarks/gpu/trust_gpu_session.sh start|collect
 # Keep BUDGET_S under the call's limit_s (status: budget_left_s).
@@ -28,8 +29,8 @@ verb="${1:?start or collect}"
 
 if [ "$verb" = start ]; then
   rm -rf "$P" && mkdir -p "$P"
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    > "$P/pip.txt" 2>&1 || { echo "wheels did not install"; tail -n 5 "$P/pip.txt"; exit 1; }
+  [ -n "${NO_WHEELS:-}" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/site .whl/*.whl > "$P/pip.txt" 2>&1 || { echo "wheels did not install"; tail -n 5 "$P/pip.txt"; exit 1; }
   rm -rf /tmp/bench && mkdir -p /tmp/bench && tar xzf .bench/faibench-git.tgz -C /tmp/bench
   # the index from HEAD, then every file it names (a blob the mirror lacks is said and left out)
   git -C /tmp/bench read-tree HEAD && git -C /tmp/bench checkout-index -a -f 2> "$P/checkout.txt"
@@ -43,6 +44,11 @@ set -u
 export PYTHONPATH=/tmp/site:/tmp/pesflow-code PYTHONUNBUFFERED=1
 cd /tmp/pesflow-code
 SET=(--set evaluator.local.install_steps=skip)
+if [ -n "${TASK:-}" ]; then  # first, alone on the GPU
+  python3 benchmarks/trust_overhead.py --task "${TASK:-}" --tasks-root /tmp/bench/tasks --install-steps skip \\
+    --repeats ${REPEATS:-7} --settings ${SETTINGS:-off,warm} --cache-dir /tmp/cache-o > $P/overhead.txt 2>&1
+  echo "overhead over \$(date +%s)" >> $P/driver.log
+fi
 i=0
 if [ -f $P/long.txt ]; then
   while read -r name; do
@@ -70,10 +76,6 @@ if [ -f $P/refs.txt ]; then
 fi
 wait
 echo "gradings over \$(date +%s)" >> $P/driver.log
-if [ -n "${TASK:-}" ]; then
-  python3 benchmarks/trust_overhead.py --task "${TASK}" --tasks-root /tmp/bench/tasks --install-steps skip \\
-    --repeats ${REPEATS:-7} --settings ${SETTINGS:-off,warm} --cache-dir /tmp/cache-o > $P/overhead.txt 2>&1
-fi
 echo "driver done \$(date +%s)" >> $P/driver.log
 EOF
   setsid nohup bash "$P/driver.sh" >> "$P/driver.log" 2>&1 < /dev/null &
