@@ -87,6 +87,10 @@ class TrustConfig(_Strict):
     probe_budget_sec: float = Field(5.0, gt=0)  # the quick probes of every correct grading
     full_probe_budget_sec: float = Field(60.0, gt=0)  # every probe, when the speedup is implausible
     warm_probe: bool = True  # local backend: the probe's imports done beside the grader (torch) or while its grading is read (pesflow_probe_warm.py)
+    # the score from a grading with nothing of the screen in it, the guard and probes in a second
+    # one (apart), or both in one grading (same); auto: apart where the package's metric is a count
+    watch: Literal["auto", "apart", "same"] = "auto"
+    watch_tolerance: float = Field(2.0, gt=1)  # scored figure over watched past this: a person looks
 
 
 class EvaluatorConfig(_Strict):

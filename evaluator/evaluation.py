@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,7 +27,7 @@ from evaluator.parallel import ParallelBackend
 from evaluator.scoring import benchmark_reward, dev_figure, speedup_from_dev
 from evaluator.hardware import gpu_available
 from evaluator.task import OFFICIAL_URL, Task, TaskError, load_task, task_roots
-from evaluator.trust import written
+from evaluator.trust import watch, written
 from evaluator.trust.screen import Prober, TrustScreen
 from evaluator.verdict import PackageRef, Status, Verdict, from_reward_json, read_reward_file, withhold_untrusted
 
@@ -130,29 +130,70 @@ class Evaluator:
             *(r for r in task.scope if "*" not in r), *screened])}
         scope_texts = {**baseline, **screened}
         guard = self.trust.guard_config(mode, task.source_root, scope_texts, baseline, env, warm_key=task.content_hash[:20])
-        g = _Grading(task, prepared, mode, grader, device, env, files, screened, baseline, guard, log_dir, timeout, base)
+        g = _Grading(task, prepared, mode, grader, device, env, files, screened, baseline, guard, log_dir, timeout, base, reviewer)
+        two, why = watch.apart(self.config.trust.watch, task.toml.primary_metric.metric_kind, task.toml.verifier.timing_metric)
+        try:
+            return finish(self._grade_apart(g, why) if guard is not None and two else self._grade(g))
+        except InfraError as e:
+            return finish(Verdict(status=Status.infra_error, message=str(e), **base))
+
+    def _grade(self, g: "_Grading") -> Verdict:
+        """One grading, the guard inside it when the screen is on: its figures and its trust."""
         live: list[Verdict] = []
 
         def then(run: GradeRun, prober) -> None:  # the backend's: the sandbox waits for the probes
             if self._dev_ready(g):  # else a dev reference grading would wait on this one's slot
                 live.append(self._interpret(g, run, prober))
 
-        request = GradeRequest(files=files, grader=grader, env=env, reviewer_files=reviewer, timeout=timeout, out_dir=log_dir,
-                               trust=guard, then=then if guard is not None else None)
-        try:
-            run = self.backend.grade(prepared, request)
-        except InfraError as e:
-            return finish(Verdict(status=Status.infra_error, message=str(e), **base))
-        return finish(live[0] if live else self._interpret(g, run, self._fresh_prober(g)))
+        request = GradeRequest(files=g.files, grader=g.grader, env=g.env, reviewer_files=g.reviewer, timeout=g.timeout,
+                               out_dir=g.log_dir, trust=g.guard, then=then if g.guard is not None else None)
+        run = self.backend.grade(g.prepared, request)
+        return live[0] if live else self._interpret(g, run, self._fresh_prober(g))
 
-    def _interpret(self, g: "_Grading", run: GradeRun, prober: Prober) -> Verdict:
-        """The grader's result as a Verdict, then the trust stage with `prober` for its probes."""
+    def _grade_apart(self, g: "_Grading", why: str) -> Verdict:
+        """The figures from a grading with nothing of the screen in it (exactly what the grader
+        writes with the screen off); the trust from a second grading of the same candidate with
+        the guard and the probes in, made where the first is correct (evaluator/trust/watch.py)."""
+        scored_g = replace(g, guard=None)
+        request = GradeRequest(files=g.files, grader=g.grader, env=g.env, reviewer_files=g.reviewer, timeout=g.timeout,
+                               out_dir=g.log_dir)
+        run = self.backend.grade(g.prepared, request)
+        v = self._interpret(scored_g, run, None)
+        how: dict = {"how": "apart", "why": why}
+        if not v.correct:  # never a result: the static read is all the trust it needs
+            v = self._judge(scored_g, run, v, None)
+            v.trust.checks["watch"] = {**how, "watched": False, "because": f"not a result: {v.status.value}"}
+            return v
+        (g.log_dir / "watched").mkdir(exist_ok=True)
+        t0 = time.monotonic()
+        watched = self._grade(replace(g, log_dir=g.log_dir / "watched", official=v))
+        watched.seconds = round(time.monotonic() - t0, 3)
+        (g.log_dir / "watched" / "verdict.json").write_text(watched.model_dump_json(indent=1))
+        v.trust = watched.trust
+        figure = _figure(v)
+        side = {"status": watched.status.value, "correct": watched.correct, "figure": _figure(watched),
+                "reasons": watched.hard_fail_reasons}
+        v.trust.checks["watch"] = {**how, "watched": True, **side, "seconds": watched.seconds,
+                                   "log_dir": str(g.log_dir / "watched")}
+        differs = watch.compare({"correct": True, "figure": figure}, side, self.config.trust.watch_tolerance)
+        if differs and not v.trust.suspect:
+            v.trust.needs_review = True
+            v.trust.reasons = [*differs, *v.trust.reasons]
+        if v.trust.suspect:
+            v.message += "; suspect when watched: " + "; ".join(v.trust.reasons[:3])
+        elif v.trust.needs_review:
+            v.message += "; needs review: " + v.trust.reasons[0]
+        return v
+
+    def _interpret(self, g: "_Grading", run: GradeRun, prober: Prober | None) -> Verdict:
+        """The grader's result as a Verdict, then the trust stage with `prober` for its probes
+        (None: no trust stage, for the grading the screen did not watch)."""
         task, base, timeout = g.task, g.base, g.timeout
         if run.infra_error:
             return Verdict(status=Status.infra_error, message=run.infra_error, **base)
 
         def judged(v: Verdict) -> Verdict:
-            return self._judge(g, run, v, prober)
+            return self._judge(g, run, v, prober) if prober is not None else v
 
         if run.timed_out:
             return judged(Verdict(status=Status.timeout, hard_fail_reasons=["timeout"],
@@ -226,21 +267,24 @@ class Evaluator:
             return self.backend.grade(g.prepared, req)
         return prober
 
-    def _judge(self, g: "_Grading", run: GradeRun, v: Verdict, backend_prober: Prober) -> Verdict:
+    def _judge(self, g: "_Grading", run: GradeRun, v: Verdict, backend_prober: Prober | None) -> Verdict:
         """The trust stage: what the screens saw, beside the grader's figures (evaluator/trust/)."""
         def prober(config: dict, tfiles: dict[str, Path], command: str, limit: float) -> GradeRun:
             # the scope files as graded, put back first: a candidate that rewrote its own source
             # while it was graded is probed as it was graded, not as it left itself
             config, tfiles = restore_files(g, config, tfiles)
-            return backend_prober(config, tfiles, command, limit)
+            return backend_prober(config, tfiles, command, limit)  # type: ignore[misc]
         prober.same_sandbox = getattr(backend_prober, "same_sandbox", False)  # type: ignore[attr-defined]
 
-        task, figure = g.task, v.speedup if v.speedup is not None else (v.dev.value if v.dev else None)
+        # a watched grading's plausibility and probes go by the scored figure: the one that counts
+        task, figure = g.task, _figure(g.official or v)
         v.trust = self.trust.judge(
-            mode=g.mode, task_key=f"{task.content_hash[:20]}-{g.grader}-{g.device or 'default'}", run=run, files=g.screened,
+            mode=g.mode, task_key=f"{task.content_hash[:20]}-{g.grader}-{g.device or 'default'}",
+            run=run if backend_prober is not None else None, files=g.screened,
             baseline=g.baseline, references=self._references(task, g.prepared, {**g.baseline, **g.screened}, g.baseline),
             correct=v.correct and v.status == Status.ok, speedup=figure,
-            anchor=task.anchor.value if v.speedup is not None else None, prober=prober, log_dir=g.log_dir,
+            anchor=task.anchor.value if v.speedup is not None else None,
+            prober=prober if backend_prober is not None else None, log_dir=g.log_dir,
             baseline_scale=v.speedup is not None, warm_key=task.content_hash[:20], graders=self._grader_text(task))
         probes = v.trust.checks.get("probes")
         if isinstance(probes, dict) and probes.get("ran"):  # where they ran: the grading's own sandbox, or a new one
@@ -316,6 +360,13 @@ class _Grading:
     log_dir: Path
     timeout: float
     base: dict
+    reviewer: dict = field(default_factory=dict)  # reviewer-only files (oracle, negative patch)
+    official: Verdict | None = None  # a watched grading's: the scored grading's verdict, whose figure counts
+
+
+def _figure(v: Verdict) -> float | None:
+    """The figure a verdict is judged by: its speedup over the baseline, else the dev engine's own."""
+    return v.speedup if v.speedup is not None else (v.dev.value if v.dev else None)
 
 
 def restore_files(g: _Grading, config: dict, tfiles: dict[str, Path]) -> tuple[dict, dict[str, Path]]:

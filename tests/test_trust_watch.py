@@ -1,0 +1,129 @@
+"""The screen never changes the figure it screens (evaluator/trust/watch.py).
+
+A grader that counts what its process does counts the guard's work too, so where a package
+declares a counted metric the score comes from a grading with nothing of the screen in it and
+the guard watches a second one. The toy package's traced-events grader is such a count: with
+the guard inside its process the figure moves; apart, it is the screen-off figure exactly.
+"""
+
+import shutil
+
+import pytest
+
+from evaluator.evaluation import CandidateSource
+from evaluator.trust import watch
+from evaluator.verdict import Status
+from tests.conftest import needs_root, toy_tasks_root
+
+FASTER = """def sum_squares(n):
+    total = 0
+    i = 0
+    while i < n:
+        total += i * i + (i + 1) * (i + 1)
+        i += 2
+    if n % 2 == 1:
+        total -= n * n
+    return total
+"""
+# Knows when it is watched: pesflow's modules are in the process only then.
+WATCHED = "import sys\n\ndef _watched():\n    return any(m.startswith('pesflow') for m in list(sys.modules))\n\n"
+FAST_UNWATCHED = WATCHED + """def sum_squares(n):
+    if not _watched():
+        return (n - 1) * n * (2 * n - 1) // 6
+    total = 0
+    for i in range(n):
+        total += i * i
+    return total
+"""
+WRONG_WHEN_WATCHED = WATCHED + FASTER.replace("    return total\n", "    return total + _watched()\n")
+
+
+# ------------------------------------------------------------------ the pure rules
+@pytest.mark.parametrize("metric_kind, timing_metric, kind", [
+    (None, None, "timed"), ("wall_time", None, "timed"), (None, "wall_time_ms", "timed"), (None, "speedup", "timed"),
+    (None, "paraphrase_mining_speedup", "timed"), ("latency_us", None, "timed"),
+    ("instruction_count", "callgrind_ir", "counted"), ("peak_memory", "peak_memory", "counted"),
+    ("bytes_moved", None, "counted"), (None, "recompile_count", "counted"), ("op_count", None, "counted"),
+    ("peak_usage", None, "counted"),  # "us" only as a unit of its own, never inside a word
+    ("wall_time", "callgrind_ir", "counted"),  # either declaration naming a count makes it one
+])
+def test_a_declared_metric_that_names_no_time_is_a_count(metric_kind, timing_metric, kind):
+    assert watch.figure_kind(metric_kind, timing_metric)[0] == kind
+
+
+def test_the_config_overrides_the_package():
+    assert watch.apart("apart", None, None)[0] is True
+    assert watch.apart("same", "instruction_count", None)[0] is False
+    assert watch.apart("auto", "instruction_count", None)[0] is True
+    assert watch.apart("auto", None, "speedup")[0] is False
+
+
+def test_what_the_watched_grading_must_reproduce():
+    ok = {"correct": True, "figure": 2.0}
+    assert watch.compare(ok, {"correct": True, "figure": 1.2, "status": "ok"}, 2.0) == []
+    assert watch.compare(ok, {"correct": True, "figure": 3.0, "status": "ok"}, 2.0) == []  # higher watched: no gain
+    far = watch.compare(ok, {"correct": True, "figure": 0.9, "status": "ok"}, 2.0)
+    assert len(far) == 1 and far[0].startswith(watch.WATCHED_DIFFERS) and "2.22x" in far[0]
+    failed = watch.compare(ok, {"correct": False, "figure": None, "status": "hard_fail", "reasons": ["correctness_failed"]}, 2.0)
+    assert failed and "correctness_failed" in failed[0]
+
+
+# ------------------------------------------------------------------ graded for real
+@pytest.fixture(scope="module")
+def counted(tmp_path_factory, cache_dir):
+    """The toy package with a deterministic grader that declares its metric a count, and an
+    evaluator for each setting: screen off, on (auto: apart), on with the guard inside (same),
+    on without the static read (unread)."""
+    from evaluator.config import EvaluatorConfig, LocalConfig, TrustConfig
+    from evaluator.evaluation import Evaluator
+
+    root = tmp_path_factory.mktemp("counted")
+    pkg = toy_tasks_root(root)
+    toml = pkg / "task.toml"
+    toml.write_text(toml.read_text().replace('name = "speedup"\n', 'name = "speedup"\nmetric_kind = "traced_events"\n'))
+    evs = {name: Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache_dir)), trust=TrustConfig(**kw)),
+                           tasks_roots=[root], log_root=tmp_path_factory.mktemp(name))
+           for name, kw in (("off", {"enabled": False}), ("auto", {}), ("same", {"watch": "same"}),
+                            ("unread", {"static": False}))}
+    yield evs
+    for ev in evs.values():
+        ev.close()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def grade(ev, code: str, grader: str = "hidden"):
+    return ev.evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": code}), grader=grader)
+
+
+@needs_root
+@pytest.mark.parametrize("grader", ["hidden", "dev"])
+def test_a_counted_figure_is_the_screen_off_figure_exactly(counted, grader):
+    off = grade(counted["off"], FASTER, grader)
+    on = grade(counted["auto"], FASTER, grader)
+    inside = grade(counted["same"], FASTER, grader)
+    assert off.status == on.status == Status.ok and off.speedup > 1, off.message
+    assert on.speedup == off.speedup and on.reward == off.reward and on.dev == off.dev
+    # the guard inside the counted process moves the count: what apart exists for
+    assert inside.speedup != off.speedup
+    w = on.trust.checks["watch"]
+    assert w["how"] == "apart" and w["watched"] and w["figure"] == inside.speedup and "traced_events" in w["why"]
+    assert on.trust.checks["screened"] and "runtime" in on.trust.checks  # the watch happened, in the second grading
+    assert not on.trust.suspect and not on.trust.needs_review, on.trust.reasons
+
+
+@needs_root
+def test_a_failing_candidate_is_graded_once(counted):
+    v = grade(counted["auto"], "def sum_squares(n):\n    return 0\n")
+    assert v.status == Status.hard_fail and v.trust.checks["watch"]["watched"] is False
+
+
+@needs_root
+@pytest.mark.parametrize("code, says", [(FAST_UNWATCHED, "when scored"), (WRONG_WHEN_WATCHED, "correct when scored")])
+def test_a_candidate_that_knows_it_is_watched_needs_review(counted, code, says):
+    # the static read names the probe (it walks sys.modules for pesflow's names): off here, to
+    # stand for a spelling it misses, so that what is left is the watched grading's evidence
+    assert grade(counted["auto"], code).trust.suspect
+    v = grade(counted["unread"], code)
+    assert v.status == Status.ok, v.message
+    assert v.trust.needs_review and v.trust.reasons[0].startswith(watch.WATCHED_DIFFERS), v.trust.reasons
+    assert says in v.trust.reasons[0]
