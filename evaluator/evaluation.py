@@ -133,7 +133,12 @@ class Evaluator:
         g = _Grading(task, prepared, mode, grader, device, env, files, screened, baseline, guard, log_dir, timeout, base, reviewer)
         two, why = watch.apart(self.config.trust.watch, task.toml.primary_metric.metric_kind, task.toml.verifier.timing_metric)
         try:
-            return finish(self._grade_apart(g, why) if guard is not None and two else self._grade(g))
+            if guard is not None and two:
+                return finish(self._grade_apart(g, why))
+            v = self._grade(g)
+            if guard is not None and v.trust.checks.get("screened"):
+                v.trust.checks["watch"] = {"how": "same", "why": why}
+            return finish(v)
         except InfraError as e:
             return finish(Verdict(status=Status.infra_error, message=str(e), **base))
 

@@ -14,6 +14,7 @@ from tests.conftest import needs_root
 
 BUNDLED = [
     "kfc/wre-router-power-of-two-choices-loop16",
+    "kfc/nativehist-merge",
     "kfc/wro-sbert-paraphrase-mining-loop16",
     "lh/wro-vllm-v1-priority-request-queue",
 ]

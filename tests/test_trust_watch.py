@@ -127,3 +127,34 @@ def test_a_candidate_that_knows_it_is_watched_needs_review(counted, code, says):
     assert v.status == Status.ok, v.message
     assert v.trust.needs_review and v.trust.reasons[0].startswith(watch.WATCHED_DIFFERS), v.trust.reasons
     assert says in v.trust.reasons[0]
+
+
+# ------------------------------------------------------------------ a bundled package that counts instructions
+@pytest.fixture(scope="module")
+def callgrind(tmp_path_factory, cache_dir):
+    """The bundled kfc/nativehist-merge (callgrind's instruction count, its hash seed fixed), screen off and on."""
+    from evaluator.config import EvaluatorConfig, LocalConfig, TrustConfig
+    from evaluator.evaluation import Evaluator
+
+    evs = {name: Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache_dir)), trust=TrustConfig(**kw)),
+                           log_root=tmp_path_factory.mktemp(name))
+           for name, kw in (("off", {"enabled": False}), ("auto", {}))}
+    yield evs
+    for ev in evs.values():
+        ev.close()
+
+
+@needs_root
+@pytest.mark.slow
+@pytest.mark.parametrize("grader", ["hidden", "dev"])
+def test_an_instruction_count_reads_the_same_with_the_screen_on(callgrind, grader):
+    off = callgrind["off"].evaluate("kfc/nativehist-merge", mode="oracle", grader=grader)
+    on = callgrind["auto"].evaluate("kfc/nativehist-merge", mode="oracle", grader=grader)
+    assert off.status == on.status == Status.ok and off.speedup > 1.2, (off.message, on.message)
+    # (the dev engine's own figure; its baseline is each evaluator's own noop grading, never screened)
+    assert (on.speedup, on.reward, on.dev and on.dev.value) == (off.speedup, off.reward, off.dev and off.dev.value)
+    w = on.trust.checks["watch"]
+    assert w["how"] == "apart" and "instruction_count" in w["why"] and w["watched"] and w["status"] == "ok"
+    # the guard inside the counted processes is counted with them: the watched figure moved
+    assert w["figure"] != off.speedup
+    assert not on.trust.suspect and not on.trust.needs_review, on.trust.reasons

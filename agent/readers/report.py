@@ -20,7 +20,7 @@ from typing import Any
 
 from agent.readers.run_view import KINDS, as_number, correct, load_run
 from agent.rundir.store import atomic_write
-from evaluator.trust.findings import FAMILIES, REVIEW
+from evaluator.trust.findings import FAMILIES, REVIEWS
 from evaluator.verdict import SPEED_ONLY_GATES
 
 ASSETS = Path(__file__).resolve().parent / "report_assets"
@@ -264,7 +264,7 @@ def _candidates_table(cands: list[dict[str, Any]]) -> str:
 
 def _reason_html(reason: str) -> str:
     family, _, evidence = reason.partition(":")
-    meaning = FAMILIES.get(family.strip()) or ("a speedup far past the reference's, every probe passed" if family.strip() == REVIEW else "")
+    meaning = FAMILIES.get(family.strip()) or REVIEWS.get(family.strip(), "")
     return (f'<b>{html.escape(family.strip())}</b>' + (f' <small>({html.escape(meaning)})</small>' if meaning else "")
             + (f': {html.escape(evidence.strip())}' if evidence.strip() else ""))
 

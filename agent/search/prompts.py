@@ -14,7 +14,7 @@ from pathlib import Path
 from string import Template
 
 from agent.population.database import Solution
-from evaluator.trust.findings import FAMILIES, REVIEW, Trust
+from evaluator.trust.findings import FAMILIES, REVIEW, REVIEWS, Trust
 
 PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
 _LANG = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".cc": "cpp", ".h": "cpp", ".c": "c"}
@@ -50,6 +50,8 @@ def trust_words(trust: Trust, evidence_chars: int = 160) -> str:
             said.append(f"it {FAMILIES[family]} ({family}" + (f": {evidence[:evidence_chars]})" if evidence else ")"))
         elif family == REVIEW:
             said.append(f"its speedup is far past what the reference reaches, awaiting a person's review ({REVIEW})")
+        elif family in REVIEWS:
+            said.append(f"{REVIEWS[family]}, awaiting a person's review ({family})")
         else:
             said.append(f"the screens flagged it ({family})")
     if trust.review and trust.review.get("decision") == "reject":

@@ -20,8 +20,9 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
+from evaluator.trust.findings import WATCHED_DIFFERS
+
 Watch = Literal["auto", "apart", "same"]
-WATCHED_DIFFERS = "watched_differs"  # not a family: the watched grading did not reproduce the scored one
 
 # A declared metric whose name says time: the figure is a duration (its spread is the grader's).
 _TIME_WORDS = ("time", "speedup", "latency", "throughput", "second")

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Print the in-session feedback for one dev scoring round.
+
+Shows the round number, correctness pass/fail with the failed gates and a few
+short error messages, and the dev speedup. Never prints the anchor, the
+reward or anything derived from them.
+"""
+
+import json
+import os
+import sys
+
+HIDDEN_GATES = {"ref_speedup_invalid"}
+
+
+def _load(path):
+    try:
+        with open(path, "r", encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def _clip(text, limit=200):
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def main(argv):
+    if len(argv) < 4:
+        print("usage: sanitize_feedback.py DEV_DIR K MAX")
+        return 2
+    dev_dir, k, max_k = argv[1], argv[2], argv[3]
+    print(f"submission {k}/{max_k}")
+    reward = _load(os.path.join(dev_dir, "reward.json"))
+    if reward is None or os.path.exists(os.path.join(dev_dir, "harness_error.txt")):
+        err = ""
+        try:
+            with open(os.path.join(dev_dir, "harness_error.txt"), "r", encoding="utf-8") as fh:
+                err = fh.read()
+        except OSError:
+            pass
+        print("dev scoring did not produce a verdict (harness error)")
+        if err:
+            print("  " + _clip(err, 400))
+        return 0
+    fails = [h for h in reward.get("hard_fail_reasons", [])
+             if h.split(":", 1)[0] not in HIDDEN_GATES]
+    tests = reward.get("tests", {})
+    ok = bool(reward.get("correctness_ok"))
+    print("correctness: %s (%s/%s checks passed)"
+          % ("PASS" if ok else "FAIL", tests.get("passed", 0), tests.get("total", 0)))
+    if fails:
+        print("failed gates: " + ", ".join(fails))
+    results = _load(os.path.join(dev_dir, "correctness_results.json")) or {}
+    bad = [c for c in results.get("cases", []) if not c.get("passed")]
+    for c in bad[:3]:
+        print(f"  - {c.get('name')}: {_clip(c.get('message'))}")
+    if len(bad) > 3:
+        print(f"  ... and {len(bad) - 3} more failing checks")
+    state = _load(os.path.join(dev_dir, "verifier_state.json")) or {}
+    if state.get("import_message"):
+        print("  import: " + _clip(state["import_message"]))
+    speedup = reward.get("speedup")
+    if speedup is None:
+        print("dev_speedup: n/a (timing did not run)")
+    else:
+        print("dev_speedup: %.3fx (instructions of the frozen baseline / yours, callgrind, over the dev workloads)"
+              % float(speedup))
+        t = reward.get("timing") or {}
+        if t.get("baseline_ir") and t.get("candidate_ir"):
+            print("  instructions: baseline %s, yours %s (whole benchmark process, interpreter start included)"
+                  % (format(int(t["baseline_ir"]), ","), format(int(t["candidate_ir"]), ",")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

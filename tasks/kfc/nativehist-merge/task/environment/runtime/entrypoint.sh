@@ -1,0 +1,3 @@
+#!/usr/bin/env bash
+# Container entrypoint: run whatever command was given.
+exec "$@"
