@@ -14,12 +14,14 @@
 #              (c) the oracle of each package of REFS under the hidden grader with the screen on,
 #                  SHARDS at once (`pesflow evaluate --mode oracle --json`, one line a package).
 #            Everything it writes lies under /tmp/persist. Then it waits as collect does.
+#            KEEP=file: finished gradings of an earlier session (a long-gradings.jsonl) seed each
+#            check of (b), so its row goes on from them (a record of other code or package is unused).
 #   collect: waits until BUDGET_S is spent or the driver is done, then copies what is there
 #            into $OUT (a summary, the rows, one archive of the rest).
 #
 # NO_WHEELS=1: a dry run here, on this machine's python (pydantic installed).
 #   OUT=... BUDGET_S=540 [LONG=file] [REFS=file] [SHARDS=3] [TASK=kfc/flash-online-softmax-prefill] \
-#     [SETTINGS=off,warm] [REPEATS=7] bash benchmarks/gpu/trust_gpu_session.sh start|collect
+#     [SETTINGS=off,warm] [REPEATS=7] [KEEP=file] bash benchmarks/gpu/trust_gpu_session.sh start|collect
 # Keep BUDGET_S under the call's limit_s (status: budget_left_s).
 set -u
 OUT="${OUT:?set OUT}"
@@ -39,6 +41,7 @@ if [ "$verb" = start ]; then
   cp -r "$PWD" /tmp/pesflow-code  # the driver's own copy: the call's working tree may be replaced by the next call's
   [ -n "${LONG:-}" ] && cp "$LONG" "$P/long.txt"
   [ -n "${REFS:-}" ] && cp "$REFS" "$P/refs.txt"
+  [ -n "${KEEP:-}" ] && cp "$KEEP" "$P/keep.jsonl"
   cat > "$P/driver.sh" <<EOF
 set -u
 export PYTHONPATH=/tmp/site:/tmp/pesflow-code PYTHONUNBUFFERED=1
@@ -54,6 +57,7 @@ if [ -f $P/long.txt ]; then
   while read -r name; do
     [ -z "\$name" ] && continue
     mkdir -p $P/check-\$i
+    [ -f $P/keep.jsonl ] && cp $P/keep.jsonl $P/check-\$i/gradings.jsonl
     python3 -m agent.cli tasks check "\$name" --tasks-root /tmp/bench/tasks "\${SET[@]}" \\
       --set evaluator.local.cache_dir=/tmp/cache-l\$i --out $P/check-\$i > $P/check-\$i.txt 2>&1 &
     i=\$((i+1))
