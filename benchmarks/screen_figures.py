@@ -25,12 +25,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from evaluator.config import EvaluatorConfig, LocalConfig, TrustConfig  # noqa: E402
-from evaluator.evaluation import Evaluator  # noqa: E402
+from evaluator.evaluation import Evaluator, judged_figure  # noqa: E402
 from evaluator.trust import watch  # noqa: E402
-
-
-def figure(v) -> float | None:
-    return v.speedup if v.speedup is not None else (v.dev.value if v.dev else None)
 
 
 def summary(task: str, grader: str, kind: str, rows: list[dict]) -> dict:
@@ -110,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                 screen = "off" if i % 2 == 0 else "on"
                 t0 = time.monotonic()
                 v = evs[screen].evaluate(task, mode=a.mode, grader=grader)
-                r = {"task": name, "grader": grader, "screen": screen, "status": v.status.value, "figure": figure(v),
+                r = {"task": name, "grader": grader, "screen": screen, "status": v.status.value, "figure": judged_figure(v),
                      "reward": v.reward, "suspect": v.trust.suspect, "needs_review": v.trust.needs_review,
                      "reasons": v.trust.reasons[:3], "seconds": round(time.monotonic() - t0, 2),
                      "watch": (v.trust.checks.get("watch") or {}).get("how", "same" if screen == "on" else None),

@@ -175,8 +175,8 @@ class Evaluator:
         watched.seconds = round(time.monotonic() - t0, 3)
         (g.log_dir / "watched" / "verdict.json").write_text(watched.model_dump_json(indent=1))
         v.trust = watched.trust
-        figure = _figure(v)
-        side = {"status": watched.status.value, "correct": watched.correct, "figure": _figure(watched),
+        figure = judged_figure(v)
+        side = {"status": watched.status.value, "correct": watched.correct, "figure": judged_figure(watched),
                 "reasons": watched.hard_fail_reasons}
         v.trust.checks["watch"] = {**how, "watched": True, **side, "seconds": watched.seconds,
                                    "log_dir": str(g.log_dir / "watched")}
@@ -184,10 +184,7 @@ class Evaluator:
         if differs and not v.trust.suspect:
             v.trust.needs_review = True
             v.trust.reasons = [*differs, *v.trust.reasons]
-        if v.trust.suspect:
-            v.message += "; suspect when watched: " + "; ".join(v.trust.reasons[:3])
-        elif v.trust.needs_review:
-            v.message += "; needs review: " + v.trust.reasons[0]
+        say_trust(v, " when watched")
         return v
 
     def _interpret(self, g: "_Grading", run: GradeRun, prober: Prober | None) -> Verdict:
@@ -282,7 +279,7 @@ class Evaluator:
         prober.same_sandbox = getattr(backend_prober, "same_sandbox", False)  # type: ignore[attr-defined]
 
         # a watched grading's plausibility and probes go by the scored figure: the one that counts
-        task, figure = g.task, _figure(g.official or v)
+        task, figure = g.task, judged_figure(g.official or v)
         v.trust = self.trust.judge(
             mode=g.mode, task_key=f"{task.content_hash[:20]}-{g.grader}-{g.device or 'default'}",
             run=run if backend_prober is not None else None, files=g.screened,
@@ -294,10 +291,7 @@ class Evaluator:
         probes = v.trust.checks.get("probes")
         if isinstance(probes, dict) and probes.get("ran"):  # where they ran: the grading's own sandbox, or a new one
             probes["sandbox"] = "the grading's" if getattr(backend_prober, "same_sandbox", False) else "fresh"
-        if v.trust.suspect:
-            v.message += "; suspect: " + "; ".join(v.trust.reasons[:3])
-        elif v.trust.needs_review:
-            v.message += "; needs review: " + v.trust.reasons[0]
+        say_trust(v)
         return v
 
     def _screened_files(self, task: Task, prepared: Prepared, mode: str, files: dict[str, str | None],
@@ -369,7 +363,15 @@ class _Grading:
     official: Verdict | None = None  # a watched grading's: the scored grading's verdict, whose figure counts
 
 
-def _figure(v: Verdict) -> float | None:
+def say_trust(v: Verdict, when: str = "") -> None:
+    """The trust verdict in the verdict's one-line message."""
+    if v.trust.suspect:
+        v.message += f"; suspect{when}: " + "; ".join(v.trust.reasons[:3])
+    elif v.trust.needs_review:
+        v.message += "; needs review: " + v.trust.reasons[0]
+
+
+def judged_figure(v: Verdict) -> float | None:
     """The figure a verdict is judged by: its speedup over the baseline, else the dev engine's own."""
     return v.speedup if v.speedup is not None else (v.dev.value if v.dev else None)
 

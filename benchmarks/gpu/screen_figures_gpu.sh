@@ -2,7 +2,8 @@
 # benchmarks/screen_figures.py on the device: GPU packages' references with the screen off and
 # on in turn, as one background run that outlives each 10-minute call. `start` in the first
 # call (installs the carried wheels .whl/, checks the benchmark out of .bench/faibench-git.tgz
-# as trust_gpu_session.sh does, starts the run), `collect` in each call after it, back to back.
+# as trust_gpu_session.sh does, starts the run), `collect` in each call after it, back to back;
+# .whl and .bench are git-ignored: name them in the call's carry.
 #   OUT=... BUDGET_S=540 TASKS="kfc/a kfc/b" [GRADER=hidden] [REPEATS=2] \
 #     bash benchmarks/gpu/screen_figures_gpu.sh start|collect
 set -u
