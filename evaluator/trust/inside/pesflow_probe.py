@@ -9,7 +9,8 @@ after the return changes it); the output against the frozen baseline's (or the p
 reference's) on the same input; the inputs rewritten in place to another input's values and
 the call repeated (an output kept from before hands back the old answer); and the time of a
 repeated call on the same objects against calls on copies and on new values (an output
-cache is fast only on what it has seen). Writes /.pesflow-trust-out/probe.json. Standard
+cache is fast only on what it has seen), measured so that load decides nothing
+(pesflow_probe_objects.py, its end). Writes /.pesflow-trust-out/probe.json. Standard
 library (numpy and torch when the inputs hold them); Python 3.8+.
 """
 
@@ -177,6 +178,15 @@ def rolled(args, k=0):
     return new
 
 
+def shifts(args, count):
+    """Up to `count` values of `rolled`'s k, each giving values no other k gave (k=0 among them)."""
+    n = max([x.shape[0] for x in leaves(args) if getattr(x, "ndim", 0) >= 1] or [0])
+    got = {}
+    for k in range(n + 1 if n > 1 else 0):
+        got.setdefault((max(1, n // 3) + k) % n or 1, k)  # the shift of the longest array
+    return sorted(got.values())[1:count + 1]
+
+
 def nbytes(args):
     return sum(int(getattr(x, "nbytes", 0) or (x.numel() * x.element_size() if hasattr(x, "numel") else 0)) for x in leaves(args))
 
@@ -229,19 +239,9 @@ def _unchanged(used, original):
         return False
 
 
-def timed(fn, calls, n=3):
-    """Seconds a call, over `calls` (prepared inputs) run back to back, median of n rounds: a
-    round of many calls, so that the probe's own sync and clock do not hide a fast one."""
-    best = []
-    for _ in range(n):
-        sync()
-        t0 = time.perf_counter()
-        for a, k in calls:
-            fn(*a, **k)
-        sync()
-        best.append((time.perf_counter() - t0) / len(calls))
-    best.sort()
-    return best[len(best) // 2]
+# what pesflow_probe_objects.py's probes and timings are given of this module's
+HELPERS = {"plain": plain, "close": close, "numeric": numeric, "sync": sync, "on_gpu": on_gpu, "rolled": rolled,
+           "shifts": shifts, "nbytes": nbytes, "overwrite": overwrite}
 
 
 def main():
@@ -287,7 +287,7 @@ def main():
             loaded.append(["reference %d of %s" % (i, os.path.basename(key)), round(time.perf_counter() - t_load, 4)])
         return refs[key][i] or None
 
-    helpers = {"plain": plain, "close": close, "numeric": numeric, "sync": sync}
+    helpers = HELPERS
     for rec in recs:
         if time.monotonic() > deadline:
             checks["skipped"].append("budget")
@@ -338,21 +338,19 @@ def main():
             continue
         try:
             a0, k0 = copy.deepcopy(args), copy.deepcopy(kwargs)
-            out = fn(*a0, **k0)
-            checks["calls"] += 1
-            t0 = time.perf_counter()
-            sync(device=False)
-            t1 = time.perf_counter()
-            now = plain(out)
-            sync(device=False)  # the copy, queued on the caller's stream
-            t1 = time.perf_counter()  # what is left for the device once the caller's copy is done
-            sync()
-            t2 = time.perf_counter()
+            def counted(*a, **k):  # a call that returned counts, even where its output is no plain value
+                got = fn(*a, **k)
+                checks["calls"] += 1
+                return got
+            out, now, gap = objects.called(counted, a0, k0, helpers)  # gap: the caller's stream and its output's copy, then the rest
             if warm is None:  # the budget counts from here: imports and a JIT's first compile are not probing
                 warm = deadline = time.monotonic() + float(cfg.get("budget_sec", 10))
-            elif on_gpu() and t2 - t1 > max(2e-4, 5 * (t1 - t0)):  # t1 - t0: the caller's stream and its copy
-                findings.append(("unsynchronized_work", "%s: the GPU was still busy %.3g s after the caller's stream had "
-                                 "finished (%.3g s)" % (where, t2 - t1, t1 - t0)))
+            elif on_gpu():  # measured again where the caller waited for a CPU meanwhile
+                gap = objects.settle(gap, lambda: objects.called(fn, copy.deepcopy(args), copy.deepcopy(kwargs), helpers)[2],
+                                     lambda g: g[1] > max(2e-4, 5 * g[0]))
+                if gap:
+                    findings.append(("unsynchronized_work", "%s: the GPU was still busy %.3g s after the caller's stream had "
+                                     "finished (%.3g s)" % (where, gap[1], gap[0])))
         except TypeError as e:
             findings.append(("lazy_output", "%s returned a %s, not plain values" % (where, e)))
             continue
@@ -399,24 +397,22 @@ def main():
                 first = plain(fn(*target[0], **target[1]))
             if overwrite(target, (other, kwargs)):
                 again = plain(fn(*target[0], **target[1]))
-                fresh = plain(fn(*copy.deepcopy(other), **copy.deepcopy(kwargs)))
+                fresh_in = (copy.deepcopy(other), copy.deepcopy(kwargs))  # kept: no later copy takes its ids
+                fresh = plain(fn(*fresh_in[0], **fresh_in[1]))
                 if not close(fresh, first, loose=True) and close(again, first, loose=True) and not close(again, fresh, loose=True):
                     findings.append(("output_cached", "%s: after its inputs were rewritten in place it returned the old output" % where))
         except Exception:  # noqa: BLE001 - rolled values the function cannot take: no conclusion
             checks["skipped"].append("%s: rewritten inputs raised" % rec["fn"])
         if not full or time.monotonic() > deadline:
             continue
-        reps = max(1, min(16, (256 << 20) // max(1, nbytes(args))))  # inputs held at once: 256 MiB at most
-        same = (copy.deepcopy(args), copy.deepcopy(kwargs))
-        fn(*same[0], **same[1])
-        t_same = timed(fn, [same] * reps)
-        t_copy = timed(fn, [(copy.deepcopy(args), copy.deepcopy(kwargs)) for _ in range(reps)], n=1)
-        t_new = timed(fn, [(rolled(args, j + 1), copy.deepcopy(kwargs)) for j in range(reps)], n=1)
-        checks.setdefault("timings", []).append([rec["fn"], t_same, t_copy, t_new])
-        if t_copy > 8 * t_same and t_copy - t_same > 5e-5:
-            findings.append(("output_cached", "%s: %.3g s on copies of an input, %.3g s on the same objects again" % (where, t_copy, t_same)))
-        elif t_new > 8 * t_copy and t_new - t_copy > 5e-5:
-            findings.append(("output_cached", "%s: %.3g s on new values, %.3g s on values it had seen" % (where, t_new, t_copy)))
+        try:  # the same objects, copies, new values
+            found, row = objects.cache_times(fn, args, kwargs, helpers)
+        except Exception as e:  # noqa: BLE001 - no conclusion (never the probe's end: what it found stands)
+            checks["skipped"].append("%s: timed calls raised %s" % (rec["fn"], type(e).__name__))
+            continue
+        checks.setdefault("timings", []).append([rec["fn"]] + row)
+        if found:
+            findings.append(("output_cached", "%s: %s" % (where, found)))
     # Right in one pass (process) and wrong in every call of another: it knows which pass checks.
     # A pass with right and wrong answers both is an answer with many right forms, not a cheat.
     passes = {}

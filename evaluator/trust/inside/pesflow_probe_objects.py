@@ -12,6 +12,8 @@ wrong; in between there is no conclusion (ties a contract lets either way).
 
 With every probe on (an implausible speedup): the replay again on the very same input objects,
 against a replay on copies of them (an output kept by identity is fast only on what it has seen).
+The times the probes compare (here and in pesflow_probe.py) are measured so that a busy machine
+decides nothing (the end of this file says how).
 
 A recording the guard cut short for its cost (a class of cheap methods: its first 64 calls) holds
 only the start of the harness's instance, which the timed pass then grows large. That instance
@@ -27,8 +29,11 @@ exception ends a replay there, and what follows is not compared.
 import copy
 import gc
 import inspect
+import os
 import random
+import resource
 import sys
+import threading
 import time
 
 _OTHER = object()  # a value of no kind both classes share: not compared
@@ -95,7 +100,8 @@ def replay(cls, blob, h, steps=None, seconds=None, history=None):
             seen.setdefault(id(x), ("init", j))
     seed()
     obj = cls(*init_a, **init_k)
-    outs, spent = [], []  # the seconds in each method, not in the replay's own bookkeeping
+    outs, spent = [], []  # the seconds in each method (its own time), not in the replay's own bookkeeping
+    gpu = h.get("on_gpu", bool)()
     t_start = time.perf_counter()
     for i, (name, a, k) in enumerate(history["calls"]):
         if (steps is not None and i >= steps) or (seconds is not None and i and time.perf_counter() - t_start > seconds):
@@ -104,30 +110,49 @@ def replay(cls, blob, h, steps=None, seconds=None, history=None):
             if not isinstance(x, _SCALARS):
                 seen.setdefault(id(x), (i, j))
         method = getattr(obj, name)
-        t0 = time.perf_counter()
+        t0 = mark()
         out = method(*a, **k)
         h["sync"]()
-        spent.append(time.perf_counter() - t0)
+        spent.append(own(t0, gpu))
         outs.append(canon(out, seen, h))
     return outs, spent, history
 
 
-def kept_steps(t_same, t_copy):
-    """Steps many times slower on copies of their inputs than on the same objects again (4x: one
-    step of a sequence, measured twice with the collector off, against a whole call's 8x)."""
-    return [i for i, (a, b) in enumerate(zip(t_same, t_copy)) if b > 4 * a and b - a > 1e-4]
-
-
-def timed_pair(cls, blob, h, steps, hist):
+def slow_steps(cls, blob, h, steps, hist):
+    """(slow steps, each step's least time on the same input objects, on copies): replays on the
+    same objects and on copies in turn (same, copies; copies, same; ...), each step's own time the
+    least of its measurements. A second pair where nothing looked slow on the first only where the
+    caller's own time is not known (or a GPU's is measured); where a step looks slow, five pairs,
+    the last judging: the same steps must still be slow on the least of each (a busy 2-core machine
+    made an honest 85 us step 4x slower twice in a row; torch's workers, waiting for a CPU while
+    the caller spins for them, an honest 10 us step 8 ms slower in three of three), so load
+    neither makes a step slow nor hides one. Both replays load the inputs first (the same pause
+    before the first step), and every copy is kept to the end (none takes an earlier one's id).
+    Slow: 4x and 100 us longer (one step of a sequence, with the collector off, against a whole
+    call's 8x), and twice its longest time on the same objects."""
+    t_same, t_copy, held = [], [], []
+    first = 1 if _waited() is not None and not h.get("on_gpu", bool)() else 2
     was = gc.isenabled()
     gc.disable()  # a collection lands where allocations add up: never inside one replay and not the other
     try:
-        _, t_same, _ = replay(cls, blob, h, steps=steps, history=hist)  # the same input objects
-        _, t_copy, _ = replay(cls, blob, h, steps=steps)  # copies of them
+        for m in range(5):
+            for copies in ((False, True) if m % 2 == 0 else (True, False)):
+                if copies:
+                    _, t, hist_c = replay(cls, blob, h, steps=steps)
+                    held.append(hist_c)
+                    t_copy.append(t)
+                else:  # a pool's workers asleep after the same pause as before a replay on copies
+                    held.append(h["loads"](blob))
+                    t_same.append(replay(cls, blob, h, steps=steps, history=hist)[1])
+            least_same, least_copy = [min(ts) for ts in zip(*t_same)], [min(ts) for ts in zip(*t_copy)]
+            slow = [i for i, (a, b, most) in enumerate(zip(least_same, least_copy, map(max, zip(*t_same))))
+                    if b > 4 * a and b - a > 1e-4 and b > 2 * most]  # slower than the same objects ever were
+            if not slow and m + 1 >= first:
+                break
     finally:
         if was:
             gc.enable()
-    return t_same, t_copy
+    return slow, least_same, least_copy
 
 
 def _small(c):
@@ -290,18 +315,182 @@ def probe(rec, blob, cand_cls, base_classes, h, budget, full, where):
                 notes.append("%s: its scaled replay raised %s" % (rec["fn"], type(e).__name__))
     if full and len(cand_out) > 1:
         try:
-            t_same, t_copy = timed_pair(cand_cls, blob, h, len(cand_out), hist)
-            slow = kept_steps(t_same, t_copy)
-            for _ in range(2):  # measured twice more: the same steps each time, or it was the machine
-                if not slow:  # (a busy 2-core machine made an honest 85 us step 4x slower twice in a row)
-                    break
-                t_same2, t_copy2 = timed_pair(cand_cls, blob, h, len(cand_out), hist)
-                slow = [i for i in kept_steps(t_same2, t_copy2) if i in slow]
+            slow, t_same, t_copy = slow_steps(cand_cls, blob, h, len(cand_out), hist)
             notes.append([rec["fn"], sum(t_first), sum(t_same), sum(t_copy), slow[:8]])
             if slow:
                 i = slow[0]
                 findings.append(("output_cached", "%s: call %d (%s) took %.3g s on copies of its inputs, %.3g s on the same "
-                                 "objects again" % (where, i + 1, hist["calls"][i][0], t_copy[i], t_same[i])))
+                                 "objects again (the least of each)" % (where, i + 1, hist["calls"][i][0], t_copy[i], t_same[i])))
         except Exception:  # noqa: BLE001 - no conclusion
             pass
     return findings, matches, notes
+
+
+# ------------------------------------------------------------------ times that load does not move
+# A finding that rests on a time holds on a busy machine, which only ever adds time. A time the
+# probes compare is the caller's own: wall time less what the calling thread spent runnable but not
+# running (its run delay, /proc/thread-self/schedstat: all that preemption adds, and nothing
+# else), never less than its CPU time. Work on other threads, in child processes or on a GPU still
+# counts, since the caller waits for it, so an honest thread pool or subprocess is timed as its
+# caller sees it, alike in every setting (a CPU time alone would leave that work out); on a GPU,
+# wall time. It is the least of several rounds of each setting, measured in turn, never one
+# round; a verdict load could have made (near the line, or a finding) is measured again before
+# it stands; and a setting is slower only where its quickest round took twice the other's next to
+# slowest (a worker thread or child waits for a CPU on a busy machine whoever's time is taken:
+# load slows some rounds of honest code at random, not all of one setting's and none of the other's).
+
+_SCHED = {}  # thread -> the descriptor of its schedstat (None: the kernel keeps none)
+
+
+def _waited():
+    """Seconds the calling thread has been runnable but not running; None where unknown."""
+    me = threading.get_ident()
+    fd = _SCHED.get(me, -1)
+    if fd == -1:
+        try:
+            fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        except OSError:
+            fd = None
+        _SCHED[me] = fd
+    try:
+        return None if fd is None else int(os.pread(fd, 96, 0).split()[1]) * 1e-9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _switches():
+    """The calling thread's involuntary context switches so far (0 where not counted)."""
+    try:
+        return resource.getrusage(resource.RUSAGE_THREAD).ru_nivcsw
+    except (AttributeError, OSError, ValueError):
+        return 0
+
+
+def mark():
+    """A start for `own` and `disturbed`: the wall clock first (its window holds the others)."""
+    t = time.perf_counter()
+    w = _waited()
+    return w, (_switches() if w is None else 0), t, time.thread_time()
+
+
+def own(m, gpu=False):
+    """Seconds since mark `m` that load did not add: wall time less the caller's wait for a CPU, and
+    never less than its CPU time (wall time on a GPU, where preempting the caller takes nothing
+    from the device's time)."""
+    c = time.thread_time() - m[3]
+    w = _waited() if m[0] is not None and not gpu else None
+    wall = time.perf_counter() - m[2]
+    return wall if w is None else max(c, wall - (w - m[0]))
+
+
+def disturbed(m):
+    """Whether the caller waited for a CPU since mark `m` (over 50 us; where that is not known,
+    whether it was switched out against its will)."""
+    w = _waited() if m[0] is not None else None
+    return w - m[0] > 5e-5 if w is not None else _switches() > m[1]
+
+
+def _round(fn, calls, h, gpu):
+    """The caller's own seconds a call, over `calls` run back to back with the collector off."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        h["sync"]()
+        m = mark()
+        for a, k in calls:
+            fn(*a, **k)
+        h["sync"]()
+        return own(m, gpu) / len(calls)
+    finally:
+        if was:
+            gc.enable()
+
+
+def _slower(t, a, b, times):
+    """Whether setting b's least time is `times` as long as a's, and 50 us a call longer (25 us
+    when asking whether it is near the line); a finding also twice a's next to longest round (its
+    longest, of two): b slower in every round, not only where load slowed b's rounds and spared
+    a's (work on other threads waits for a CPU however the caller's time is taken)."""
+    if not t[a] or not t[b]:
+        return False
+    x, y, slow_a = min(t[a]), min(t[b]), sorted(t[a])[-2 if len(t[a]) > 2 else -1]
+    return y > times * x and y - x > (5e-5 if times == 8 else 2.5e-5) and (times < 8 or y > 2 * slow_a)
+
+
+def cache_times(fn, args, kwargs, h, first=None, most=6):
+    """(evidence or None, [least seconds a call on the same input objects, on copies of them, on new
+    values, rounds]). An output kept by identity is fast only on the objects it has seen (copies 8x
+    slower), one kept by value only on values it has seen (new values 8x slower than copies). Each
+    round times the three settings in turn (each as many calls as make 2 ms, up to 8, as the first
+    call on the same objects took), the order rotated: copies made anew every round and all
+    kept to the end (a copy never takes the id of an object called before), new values written into
+    the same objects each round (`h["shifts"]`: values never used before). Two rounds where the
+    caller's own time is known (else three), then up to `most` unless neither comparison is near the
+    line (4x); judged on the least of all the rounds of each setting."""
+    gpu = h["on_gpu"]()
+    first = first or (2 if _waited() is not None and not gpu else 3)
+    same, size = (copy.deepcopy(args), copy.deepcopy(kwargs)), max(1, h["nbytes"](args))
+    t_first = _round(fn, [same], h, gpu)  # a round of calls lasts 2 ms or more, 8 calls at most
+    reps = max(1, min(8, int(2e-3 / max(t_first, 1e-6)) + 1, _SCALE_BYTES // (most * size)))  # copies held: 256 MiB
+    most = max(first, min(most, _SCALE_BYTES // (reps * size)))
+    shifts = h["shifts"](args, most * reps)
+    per_new = min(reps, len(shifts) // most) or (1 if len(shifts) >= first else 0)
+    new = [(copy.deepcopy(args), copy.deepcopy(kwargs)) for _ in range(per_new)]
+    t, held = {"same": [], "copy": [], "new": []}, []
+    for r in range(most):
+        for i in range(3):
+            name = ("same", "copy", "new")[(i + r) % 3]
+            if name == "same":
+                calls = [same] * reps
+            elif name == "copy":
+                calls = [(copy.deepcopy(args), copy.deepcopy(kwargs)) for _ in range(reps)]
+                held.append(calls)
+            elif per_new and len(shifts) >= per_new and all(h["overwrite"](c, (h["rolled"](args, k), kwargs))
+                                                            for c, k in zip(new, shifts)):
+                calls, shifts = new, shifts[per_new:]
+            else:
+                continue
+            t[name].append(_round(fn, calls, h, gpu))
+        if r + 1 >= first and not _slower(t, "same", "copy", 4) and not _slower(t, "copy", "new", 4):
+            break
+    best = [min(t[k]) if t[k] else None for k in ("same", "copy", "new")]
+    row = best + [len(t["same"])]
+    if _slower(t, "same", "copy", 8):
+        return "%.3g s on copies of an input, %.3g s on the same objects again (the least of %d rounds each)" % (
+            best[1], best[0], len(t["copy"])), row
+    if _slower(t, "copy", "new", 8):
+        return "%.3g s on new values, %.3g s on values it had seen (the least of %d rounds each)" % (
+            best[2], best[1], len(t["new"])), row
+    return None, row
+
+
+def called(fn, a, k, h):
+    """One call: (its output, the output's plain copy, [seconds for the caller's stream and that
+    copy, seconds more until the whole device was idle, whether the caller waited for a CPU])."""
+    out = fn(*a, **k)
+    m = mark()
+    h["sync"](False)
+    now = h["plain"](out)
+    h["sync"](False)
+    t1 = time.perf_counter()
+    h["sync"]()
+    t2 = time.perf_counter()
+    return out, now, [t1 - m[2], t2 - t1, disturbed(m)]
+
+
+def settle(first, again, yes, tries=3):
+    """The measurement on which a timed check says yes where load cannot have said it, else None:
+    the first one during which the caller never waited for a CPU decides; where each of `tries`
+    waited (a wait can make the answer or hide it), yes on most of them (the last such)."""
+    said = [first]
+    while True:
+        m = said[-1]
+        if not m[-1]:
+            return m if yes(m) else None
+        if len(said) >= tries:
+            ok = [x for x in said if yes(x)]
+            return ok[-1] if 2 * len(ok) > len(said) else None
+        try:
+            said.append(again())
+        except Exception:  # noqa: BLE001 - no conclusion
+            return None
