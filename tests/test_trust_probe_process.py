@@ -43,7 +43,7 @@ def test_a_probe_stand_in_the_candidate_wrote_is_not_what_probes_it(evaluator, h
     probes = v.trust.checks.get("probes") or {}
     assert v.correct and probes.get("ran") and probes.get("sandbox") == "the grading's", (v.status, v.message, probes)
     # pesflow's probe says where its time went; the stand-in does not
-    assert "phases" in probes and probes.get("calls", 0) >= 1, probes
+    assert "phases" in probes and probes.get("calls", 0) >= 1, (probes.get("skipped"), v.trust.reasons, probes)
     # named for what it is: by the guard that saw Python write it, or by the look at the
     # grading's writable layer once the grader was over (a shell's write, unseen)
     assert "guard_evasion" in v.trust.families, v.trust.reasons
