@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from evaluator.backends.base import Backend, GradeRequest, capabilities_of, GradeRun, InfraError, Prepared
 from evaluator.candidate import Candidate, CandidateError, CandidateSource, apply_diff, scope_violations
@@ -25,6 +25,7 @@ from evaluator.config import EvaluatorConfig
 from evaluator.modes import PackageLacks
 from evaluator.parallel import ParallelBackend
 from evaluator.scoring import benchmark_reward, dev_figure, speedup_from_dev
+from evaluator.feedback import candidate_diagnostics, dev_details, dev_output, loop_env, loop_feedback
 from evaluator.hardware import gpu_available
 from evaluator.task import OFFICIAL_URL, Task, TaskError, load_task, task_roots
 from evaluator.trust import watch, written
@@ -69,7 +70,9 @@ class Evaluator:
 
     def evaluate(self, task: Task | str, *, mode: Mode = "candidate", candidate: Path | CandidateSource | None = None,
                  grader: str | None = None, out_dir: Path | None = None, device: str | None = None,
-                 artifact: Path | None = None) -> Verdict:
+                 artifact: Path | None = None, loop: dict[str, Any] | None = None) -> Verdict:
+        """`loop`: a search's dev submission count and best-so-far ({"count", "best"}), for the
+        package's own loop feedback (evaluator/feedback.py); None: a lone submission."""
         task = self.task(task) if isinstance(task, str) else task
         grader = grader or self.config.grader
         # a backend whose gradings bring their own GPUs (Modal, Ray) needs none here
@@ -86,6 +89,7 @@ class Evaluator:
 
         def finish(v: Verdict) -> Verdict:
             v.seconds = round(time.monotonic() - start, 3)
+            v.feedback, v.diagnostics, v.dev_details = said_to_the_model(log_dir, grader, task.scope)
             (log_dir / "verdict.json").write_text(v.model_dump_json(indent=1))
             return v
 
@@ -97,7 +101,7 @@ class Evaluator:
             return finish(Verdict(status=Status.hard_fail, hard_fail_reasons=[e.reason], message=str(e), **base))
         except PackageLacks as e:
             return finish(Verdict(status=Status.grader_error, message=str(e), **base))
-        source, env, reviewer = what.source, {**what.env, **device_env(device)}, what.reviewer
+        source, env, reviewer = what.source, {**what.env, **device_env(device), **loop_env(loop)}, what.reviewer
 
         if source is not None:
             violations = scope_violations(*source.paths(task.source_root), task.scope)
@@ -361,6 +365,14 @@ class _Grading:
     base: dict
     reviewer: dict = field(default_factory=dict)  # reviewer-only files (oracle, negative patch)
     official: Verdict | None = None  # a watched grading's: the scored grading's verdict, whose figure counts
+
+
+def said_to_the_model(log_dir: Path, grader: str, scope: list[str]) -> tuple[str | None, list[str], list[str]]:
+    """What a dev grading can tell the model (evaluator/feedback.py): the package's loop feedback,
+    the candidate's own errors in the engine's output, the engine's failed checks and workloads."""
+    if grader != "dev":  # what the hidden grader says is not for the model: its gates and counts only
+        return None, [], []
+    return loop_feedback(log_dir), candidate_diagnostics(dev_output(log_dir), scope), dev_details(log_dir)
 
 
 def say_trust(v: Verdict, when: str = "") -> None:

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from evaluator.feedback import with_loop_feedback
 from evaluator.benchmark import PackageSource, fetched_root, source_of
 
 BUNDLED_TASKS = Path(__file__).resolve().parent.parent / "tasks"
@@ -50,7 +51,7 @@ def grader_command(grader: str, dev_engine: str | None) -> tuple[str, list[str]]
     if grader == "hidden":
         return HIDDEN_GRADER, ["/logs/verifier/reward.json"]
     if dev_engine == "score_engine":
-        return (f"export LOOP_DEV_OUT=/logs/loop/dev; bash {DEV_ENGINES[0]}",
+        return (with_loop_feedback(f"export LOOP_DEV_OUT=/logs/loop/dev; bash {DEV_ENGINES[0]}"),
                 ["/logs/loop/dev/reward.json", "/logs/verifier/reward.json"])
     if dev_engine:
         return f"bash {dev_engine}", ["/logs/verifier/reward.json", "/logs/loop/dev/reward.json"]
@@ -186,12 +187,32 @@ class Task(BaseModel):
     def forbidden(self) -> list[str]:
         return self.toml.verifier.forbidden_edit_paths
 
+    def _loops(self) -> list[Path]:
+        """Where a package keeps what its image bakes into /opt/loop."""
+        return [self.root / "environment" / "loop", self.dockerfile.parent / "opt_loop",
+                self.root / "environment" / "loop_overlay" / "opt_loop"]
+
+    @property
+    def loop_cap(self) -> int | None:
+        """The dev submissions the package's own loop allows a solver: its submit.sh's
+        MAX_SUBMISSIONS, else its private manifest's max_submissions; None: it has no loop."""
+        for loop in self._loops():
+            try:
+                m = re.search(r"^\s*MAX_SUBMISSIONS=(\d+)", (loop / "submit.sh").read_text(errors="replace"), re.M)
+            except OSError:
+                continue
+            if m:
+                return int(m.group(1))
+            try:
+                return int(json.loads((loop / "private" / "manifest.json").read_text())["max_submissions"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+        return None
+
     def has_dev_engine(self) -> bool:
         """Does the package bake an in-session dev engine into /opt/loop (score_engine.sh, or a
         private test.sh)? Read off the package's files, before anything is built."""
-        loops = [self.root / "environment" / "loop", self.dockerfile.parent / "opt_loop",
-                 self.root / "environment" / "loop_overlay" / "opt_loop"]
-        return any((loop / e.removeprefix("/opt/loop/")).is_file() for loop in loops for e in DEV_ENGINES)
+        return any((loop / e.removeprefix("/opt/loop/")).is_file() for loop in self._loops() for e in DEV_ENGINES)
 
     def instruction(self) -> str:
         return (self.root / self.toml.task.instruction).read_text()

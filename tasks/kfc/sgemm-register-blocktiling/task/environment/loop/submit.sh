@@ -42,7 +42,7 @@ for f in reward.json correctness_results.json benchmark_results.json verifier_st
 done
 
 python3 "$LOOP/private/loop_state.py" record "$K" "$STATE" "$DEV_OUT" "$SUB/candidate.diff" "$ERC" >/dev/null
-python3 "$LOOP/sanitize_feedback.py" "$DEV_OUT" "$K" "$MAX_SUB"
+python3 "$LOOP/sanitize_feedback.py"  # reads /logs/loop (its count, dev/)
 
 if [ "$ERC" -eq 3 ]; then
   # The dev grader itself broke: this round is not charged to the budget.

@@ -27,9 +27,14 @@ def _clip(text, limit=200):
 
 
 def main(argv):
-    if len(argv) < 4:
-        print("usage: sanitize_feedback.py DEV_DIR K MAX")
-        return 2
+    if len(argv) < 4:  # as the benchmark's submit.sh calls it: the round and its products from /logs/loop
+        manifest = _load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "private", "manifest.json")) or {}
+        try:
+            with open("/logs/loop/count", "r", encoding="utf-8") as fh:
+                k = fh.read().strip() or "0"
+        except OSError:
+            k = "0"
+        argv = [argv[0], "/logs/loop/dev", k, str(int(manifest.get("max_submissions", 1)))]
     dev_dir, k, max_k = argv[1], argv[2], argv[3]
     print(f"submission {k}/{max_k}")
     reward = _load(os.path.join(dev_dir, "reward.json"))

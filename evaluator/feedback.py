@@ -1,0 +1,305 @@
+"""What a grading can tell the model that wrote the candidate, read from the grading's own products.
+
+Two kinds, one owner:
+- the package's loop feedback: the lines its environment/loop/sanitize_feedback.py prints to a
+  solver after a dev submission (FORMAT.md, "The feedback loop inside a session"), run in the
+  dev grading's sandbox right after the package's dev engine, with the submission count and the
+  best-so-far the search keeps written where the package's submit.sh writes them. Nothing of the
+  engine's products is changed: the step only adds /logs/loop/{count,best.json,feedback.txt}.
+- the candidate's own diagnostics: its exceptions (frames in its scope files kept, the others cut
+  to one line a run) and compiler errors that name its files, from the grader's output.
+What reaches a prompt of either is still screened by the leak guard (agent/llm/leak_guard.py).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from pathlib import Path
+
+FEEDBACK_FILE = "logs/loop/feedback.txt"  # under a grading's log folder (the sandbox's /logs/loop/feedback.txt)
+FEEDBACK_CHARS = 4000
+# The search's count and best-so-far, as the grading's environment carries them in
+COUNT_ENV, BEST_ENV = "PESFLOW_LOOP_COUNT", "PESFLOW_LOOP_BEST"
+
+# submit.sh's bookkeeping between the engine and the sanitizer, for one submission: an infra
+# failure of the engine (rc 3 or its marker) is not counted; else the count is this submission's
+# and best.json keeps the best correctness-passing dev reward, strictly greater (as submit.sh).
+_BOOKKEEPING = r"""
+import json, os, sys
+from pathlib import Path
+L = Path('/logs/loop'); D = L / 'dev'
+def read(p, d):
+    try:
+        return json.loads(p.read_text())
+    except Exception:
+        return d
+k = int(os.environ.get('PESFLOW_LOOP_COUNT') or 1)
+try:
+    best = json.loads(os.environ.get('PESFLOW_LOOP_BEST') or 'null')
+except Exception:
+    best = None
+harness = sys.argv[1] == '3' or (D / 'harness_error.txt').exists()
+L.mkdir(parents=True, exist_ok=True)
+(L / 'count').write_text('%d\n' % (k - 1 if harness else k))
+if not harness:
+    state, reward = read(D / 'verifier_state.json', {}), read(D / 'reward.json', {})
+    r, s = float(reward.get('reward') or 0.0), float(reward.get('speedup') or 0.0)
+    if bool(state.get('correctness_ok')) and (not best or r > float(best.get('reward') or -1.0)):
+        best = {'submission': k, 'reward': r, 'speedup': s, 'tree': ''}
+if best:
+    (L / 'best.json').write_text(json.dumps(best, indent=2, sort_keys=True) + '\n')
+"""
+
+
+def loop_env(loop: dict | None) -> dict[str, str]:
+    """A search's submission count and best-so-far as the grading's environment carries them."""
+    if not loop:
+        return {}
+    return {COUNT_ENV: str(int(loop.get("count") or 1)), BEST_ENV: json.dumps(loop.get("best"), sort_keys=True)}
+
+
+def with_loop_feedback(engine: str) -> str:
+    """The dev engine's shell line followed by the package's own feedback step (where the image
+    has /opt/loop/sanitize_feedback.py), the engine's exit status kept. The sanitizer is called as
+    every package's submit.sh calls it, with no arguments (it reads /logs/loop); one that fails
+    so called leaves no feedback."""
+    book = _BOOKKEEPING.replace("'", "'\"'\"'")
+    return (f"{engine}; rc=$?; if [ -f /opt/loop/sanitize_feedback.py ]; then "
+            f"py=$(command -v python3 || echo /usr/bin/python3); "
+            f"\"$py\" -c '{book}' \"$rc\" >/dev/null 2>&1; "
+            f"\"$py\" /opt/loop/sanitize_feedback.py > /logs/loop/.feedback 2>/dev/null "
+            f"&& mv /logs/loop/.feedback /logs/loop/feedback.txt; fi; exit $rc")
+
+
+def loop_feedback(log_dir: Path) -> str | None:
+    """The package's loop feedback of a dev grading, as its sanitizer printed it; None when the
+    package has none (or it printed nothing)."""
+    p = Path(log_dir) / FEEDBACK_FILE
+    try:
+        if p.is_symlink() or not p.is_file():
+            return None
+        text = p.read_text(errors="replace")[:FEEDBACK_CHARS].strip("\n")
+    except OSError:
+        return None
+    return text or None
+
+
+# ---------------------------------------------------------------- the candidate's diagnostics
+def dev_output(log_dir: Path, limit: int = 1 << 20) -> str:
+    """What a dev grading printed: the grader's output, then the logs its engine wrote (an engine
+    that sends the candidate's output to a file of its own), the last `limit` bytes of each."""
+    texts = []
+    d = Path(log_dir)
+    for p in [d / "grader_output.log", *(sorted((d / w).glob("*.log")) for w in DEV_PRODUCTS)]:
+        for f in (p if isinstance(p, list) else [p]):
+            try:
+                if not f.is_symlink() and f.is_file():
+                    texts.append(f.read_text(errors="replace")[-limit:])
+            except OSError:
+                continue
+    return "\n".join(texts)
+
+
+_FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+)(?:, in (.*))?$')
+_COMPILER = re.compile(r"^(?P<file>[^\s:()]+?)(?::(?P<line>\d+)(?::\d+)?|\((?P<line2>\d+)\)):?\s*(?:fatal )?error\b[: ]\s*(?P<msg>.*)$")
+MAX_LINES = 40
+MAX_CHARS = 3000
+
+
+def _in_scope(path: str, scope: list[str]) -> bool:
+    p = path.replace("\\", "/")
+    for s in scope:
+        if "*" in s or "?" in s:
+            if fnmatch.fnmatch(p, "*/" + s) or fnmatch.fnmatch(p, s):
+                return True
+        elif p == s or p.endswith("/" + s):
+            return True
+    return False
+
+
+def _traceback(lines: list[str], i: int, scope: list[str]) -> tuple[list[str], int]:
+    """The traceback starting at line i: (what is kept of it, the index after it). Kept only where
+    a frame is in the scope; the exception's text only where the last frame is the candidate's or
+    outside the package's tests and verifier (a message raised there may quote them)."""
+    out, frames, outside, last_path = [lines[i].rstrip()], 0, 0, ""
+    j = i + 1
+    while j < len(lines):
+        m = _FRAME.match(lines[j])
+        if m:
+            last_path = m.group(1)
+            code = lines[j + 1].strip() if j + 1 < len(lines) and not _FRAME.match(lines[j + 1]) and lines[j + 1].startswith("    ") else ""
+            step = 2 if code else 1
+            if _in_scope(m.group(1), scope):
+                if outside:
+                    out.append(f"  ... {outside} frame(s) outside the candidate's files")
+                    outside = 0
+                frames += 1
+                out.append(lines[j].rstrip())
+                if code:
+                    out.append("    " + code)
+            else:
+                outside += 1
+            j += step
+            continue
+        if lines[j].startswith((" ", "\t")) and not lines[j].strip().startswith(("^", "~")) and lines[j].strip():
+            j += 1  # a frame's extra lines (carets, locals)
+            continue
+        if lines[j].strip().startswith(("^", "~")):
+            j += 1
+            continue
+        break
+    if outside:
+        out.append(f"  ... {outside} frame(s) outside the candidate's files")
+    said = [lines[j].rstrip()] if j < len(lines) and lines[j].strip() else []
+    k = j + 1
+    while said and k < len(lines) and k <= j + 3 and lines[k].startswith((" ", "\t")) and lines[k].strip():
+        said.append(lines[k].rstrip())  # a message's own further lines (indented)
+        k += 1
+    quoted = "/tests/" in last_path or "/verifier" in last_path or "/loop/" in last_path
+    if said:
+        if quoted and not _in_scope(last_path, scope):
+            out.append(said[0].split(":", 1)[0] + ": (its message withheld: raised in the grader's own files)")
+        else:
+            out += [s[:300] for s in said]
+    return (out if frames else []), max(j + 1, k if said else j + 1)
+
+
+def candidate_diagnostics(text: str, scope: list[str]) -> list[str]:
+    """The candidate's own errors in a grader's output: each traceback that passes through its
+    scope files, and each compiler error that names one of them (with the two lines after it),
+    once each, at most MAX_LINES lines and MAX_CHARS characters."""
+    lines = text.splitlines()
+    blocks: list[list[str]] = []
+    i = 0
+    while i < len(lines):
+        ln = lines[i]
+        if ln.startswith("Traceback (most recent call last)"):
+            kept, i = _traceback(lines, i, scope)
+            if kept:
+                blocks.append(kept)
+            continue
+        m = _COMPILER.match(ln.strip())
+        if m and _in_scope(m.group("file"), scope):
+            blocks.append([ln.strip()[:300]] + [x.rstrip()[:300] for x in lines[i + 1:i + 3] if x.strip()])
+            i += 3
+            continue
+        i += 1
+    out: list[str] = []
+    seen: set[str] = set()
+    for b in blocks:
+        key = "\n".join(b)
+        if key in seen:
+            continue
+        seen.add(key)
+        if len(out) + len(b) > MAX_LINES or sum(map(len, out)) + len(key) > MAX_CHARS:
+            out.append(f"... ({len(blocks) - len(seen) + 1} more not shown)")
+            break
+        out += b
+    return out
+
+
+# ---------------------------------------------------------------- the dev engine's own details
+DEV_PRODUCTS = ("logs/loop/dev", "logs/verifier")  # where a dev grading's engine writes them, in order
+_NAME_KEYS = ("name", "case", "id", "workload", "check")
+_MESSAGE_KEYS = ("message", "error", "detail", "reason", "diagnostic")
+MAX_DETAIL_LINES = 16
+
+
+def _load_json(p: Path) -> object:
+    try:
+        if p.is_symlink() or not p.is_file() or p.stat().st_size > 4 << 20:
+            return None
+        return json.loads(p.read_text(errors="replace"))
+    except (OSError, ValueError):
+        return None
+
+
+def _name(d: dict) -> str | None:
+    return next((str(d[k]) for k in _NAME_KEYS if isinstance(d.get(k), (str, int))), None)
+
+
+def _failed_checks(node: object, out: list[str]) -> None:
+    """Each named check that failed, with the engine's message or gates: a case with passed false,
+    or a suite that counts failures."""
+    if isinstance(node, list):
+        for x in node:
+            _failed_checks(x, out)
+        return
+    if not isinstance(node, dict):
+        return
+    name = _name(node)
+    failed = node.get("passed") is False or node.get("ok") is False or (isinstance(node.get("failed"), int) and node["failed"] > 0)
+    if name and failed:
+        said = next((str(node[k]) for k in _MESSAGE_KEYS if node.get(k)), "")
+        if not said and node.get("hard_fail_reasons"):
+            said = ", ".join(map(str, node["hard_fail_reasons"]))[:200]
+        counts = f" ({node['failed']} of {node.get('actual_case_count') or node.get('total') or '?'} failed)" \
+            if isinstance(node.get("failed"), int) else ""
+        out.append(f"{name}{counts}: {' '.join(said.split())[:200] or 'failed'}")
+    for k, v in node.items():
+        if isinstance(v, (list, dict)) and k not in ("gates",):
+            _failed_checks(v, out)
+
+
+def _number(v: object) -> str | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return str(v) if isinstance(v, int) else f"{v:.5g}"  # a count whole: one instruction in 10^8 is a result
+
+
+def _workloads(node: object, out: list[str]) -> None:
+    """Each named workload's candidate and baseline figures, side by side (candidate_X against
+    baseline_X, X its unit or metric), with its own speedup; never an anchor (no ref_ key)."""
+    if isinstance(node, list):
+        for x in node:
+            _workloads(x, out)
+        return
+    if not isinstance(node, dict):
+        return
+    name = _name(node)
+    pairs = [(k[len("candidate_"):], _number(node[k]), _number(node.get("baseline_" + k[len("candidate_"):])))
+             for k in node if k.startswith("candidate_") and "ref" not in k]
+    pairs = [(what, c, b) for what, c, b in pairs if c is not None and b is not None]
+    if name and pairs:
+        sp = _number(node.get("speedup"))
+        figures = "; ".join(f"{what}: baseline {b}, candidate {c}" for what, c, b in pairs[:3])
+        out.append(f"{name}: {figures}" + (f" (speedup {sp}x)" if sp else ""))
+        return
+    for k, v in node.items():
+        if isinstance(v, (list, dict)) and "ref" not in k:
+            _workloads(v, out)
+
+
+def _grouped(failed: list[str]) -> list[str]:
+    """Checks that failed with the same message, said once with their names."""
+    by: dict[str, list[str]] = {}
+    for line in failed:
+        name, _, said = line.partition(": ")
+        by.setdefault(said, []).append(name)
+    out = []
+    for said, names in by.items():
+        shown = ", ".join(dict.fromkeys(names[:4])) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        out.append(f"check{'s' if len(names) > 1 else ''} {shown}: {said}")
+    return out
+
+
+def dev_details(log_dir: Path) -> list[str]:
+    """A dev grading's failed checks with the engine's messages, then its time (or count) per
+    workload, baseline against candidate, where the engine writes them (its
+    correctness_results.json and benchmark_results.json); at most MAX_DETAIL_LINES lines."""
+    for where in DEV_PRODUCTS:
+        d = Path(log_dir) / where
+        checks, loads = _load_json(d / "correctness_results.json"), _load_json(d / "benchmark_results.json")
+        if checks is None and loads is None:
+            continue
+        failed: list[str] = []
+        _failed_checks(checks, failed)
+        per: list[str] = []
+        _workloads(loads, per)
+        lines = [f"failed {x}" for x in _grouped(failed)][:8] + [f"workload {x}" for x in per]
+        if len(lines) > MAX_DETAIL_LINES:
+            lines = lines[:MAX_DETAIL_LINES - 1] + [f"... ({len(lines) - MAX_DETAIL_LINES + 1} more)"]
+        return lines
+    return []
