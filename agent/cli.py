@@ -212,13 +212,30 @@ def cmd_run(args: argparse.Namespace, config, console: Console) -> int:  # noqa:
 
 
 def _say_cap(command: str, run_dir: Path, status: str) -> None:
-    """A search the USD cap ended says so, and how to go on (it ends cleanly, exit 0)."""
+    """A search the USD cap ended says so, and how to go on (it ends cleanly, exit 0); one a stop
+    rule ended says which."""
+    _say_stop(command, run_dir)
     if status != "budget_exhausted":
         return
     run = json.loads((run_dir / "run.json").read_text())
     cap, paid = run["config"]["llm"]["max_usd"], run.get("totals", {}).get("usd", 0.0)
     print(f"pesflow {command}: the USD cap (llm.max_usd = {cap}) was reached after ${paid:.4f}; to go on: "
           f"pesflow resume {run_dir} --max-usd USD", file=sys.stderr)
+
+
+def _say_stop(command: str, run_dir: Path) -> None:
+    """A search a stop rule ended early says which (loop.target, loop.patience)."""
+    try:
+        run = json.loads((run_dir / "run.json").read_text())
+    except (OSError, ValueError):
+        return
+    rule, loop = run.get("stopped_by"), (run.get("config") or {}).get("loop") or {}
+    if rule == "target_reached":
+        print(f"pesflow {command}: stopped by loop.target: the best reached {loop.get('target')} after round "
+              f"{run.get('rounds_done')} of {loop.get('rounds')}", file=sys.stderr)
+    elif rule == "patience":
+        print(f"pesflow {command}: stopped by loop.patience: no new best in {loop.get('patience')} rounds "
+              f"(after round {run.get('rounds_done')} of {loop.get('rounds')})", file=sys.stderr)
 
 
 def _run_backend(run_dir: Path) -> None:

@@ -50,6 +50,9 @@ class LoopConfig(_Strict):
     grading_workers: int = Field(1, ge=1)
     pipeline_depth: int = Field(2, ge=1, le=16)  # rounds in flight at once; 1: one round at a time
     repair_attempts: int = Field(1, ge=0)
+    patience: int | None = Field(None, ge=1)  # stop after this many rounds without a new best
+    target: float | None = Field(None, gt=0)  # stop once the best reaches this speedup (its dev figure where it has none)
+    fix_turns: int = Field(0, ge=0, le=8)  # more executor turns for a child that fails or is not faster (agent/search/fixes.py)
     recent_failures: int = Field(4, ge=0)
     memory_items: int = Field(12, ge=1)
     lesson_chars: int = Field(400, ge=40)
@@ -75,6 +78,11 @@ class LoopConfig(_Strict):
         return max(1, min(self.children, self.candidates - self.children * (k - 1)))
 
 
+class SearchConfig(_Strict):
+    # what the model is shown of each grading (agent/search/prompts.py; README "What the model sees")
+    feedback: Literal["benchmark", "engineer"] = "engineer"
+
+
 class RunConfig(_Strict):
     out: str = "traces"
     quiet: bool = False
@@ -87,6 +95,7 @@ class Config(_Strict):
     llm: LLMConfig = Field(default_factory=LLMConfig)
     loop: LoopConfig = Field(default_factory=LoopConfig)
     population: PopulationConfig = Field(default_factory=PopulationConfig)
+    search: SearchConfig = Field(default_factory=SearchConfig)
     run: RunConfig = Field(default_factory=RunConfig)
 
 

@@ -138,8 +138,8 @@ def test_small_matrix_summary_tables_figures_and_resume(two_tasks, tmp_path, cac
         md = (tables / f"{cls}.md").read_text()
         tex = (tables / f"{cls}.tex").read_text()
         loop_reward = float(table["loop"]["reward_mean"])
-        assert re.search(rf"^\| loop \| 1 \| 1 \| {loop_reward:.3f} ± 0\.000 \|", md, re.M), md
-        assert re.search(rf"^loop & 1 & 1 & {loop_reward:.3f} \$\\pm\$ 0\.000 & ", tex, re.M), tex
+        assert re.search(rf"^\| loop \| engineer \| 1 \| 1 \| {loop_reward:.3f} ± 0\.000 \|", md, re.M), md
+        assert re.search(rf"^loop & engineer & 1 & 1 & {loop_reward:.3f} \$\\pm\$ 0\.000 & ", tex, re.M), tex
         assert r"\begin{tabular}" in tex and r"\bottomrule" in tex and "\\caption{" in tex
         per_task = read_csv(tables / f"task-{task.replace('/', '-')}.csv")
         assert per_task["oracle"]["reward_mean"] == table["oracle"]["reward_mean"]

@@ -78,8 +78,8 @@ def seam_grading(monkeypatch) -> None:
     """Trust on a verdict whose candidate holds a marker, unless a real screen flagged it already."""
     real = Grading._evaluate
 
-    def graded(self, files, grader, out):  # noqa: ANN001
-        v = real(self, files, grader, out)
+    def graded(self, files, grader, out, loop=None):  # noqa: ANN001
+        v = real(self, files, grader, out, loop)
         code = "\n".join(files.values())
         found = []
         if "sys.settrace(" in code:
@@ -223,7 +223,7 @@ def test_a_suspect_cell_is_flagged_and_in_no_aggregate():
     assert cheat["n"] == 0 and cheat["speedup_geomean"] is None and cheat["reward_mean"] is None
     md = to_markdown("t", table, per_task=True)
     assert "† seed 2: timer_replaced; ‡ seed 3: awaiting review" in md and "1000" not in md and "4.000x" in md
-    assert "| cheat | 0 | - |" in md
+    assert "| cheat | - | 0 | - |" in md
     assert "kfc/toy-sum seed 2: timer_replaced" in to_csv(table)
     assert aggregate([])["n"] == 0
 

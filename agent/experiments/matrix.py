@@ -233,6 +233,10 @@ def cell_line(d: Path, cell: Cell, kind: str, reward_class: str, out: Path) -> d
         "grader": best.get("grader") or run.get("grader"), "search_grader": run.get("grader"),
         "scorings": {"dev": int(sc.get("dev", 0)), "hidden": hidden}, "task_budget": budget,
         "over_budget": bool(budget is not None and hidden > budget),
+        # what the model was shown (search.feedback; none for a cell with no model) and whether its dev
+        # gradings went past the cap the package's own loop puts on a solver's submissions
+        "feedback": ((run.get("config") or {}).get("search") or {}).get("feedback") if kind not in EVALUATOR_ONLY else None,
+        "dev_cap": sc.get("dev_cap"), "dev_over_cap": bool(sc.get("dev_over_cap")),
         "candidates": len(pop) if kind in EVALUATOR_ONLY else sum(1 for s in pop if s.get("round", 0) > 0),
         "failed_candidates": sum(1 for s in pop if not is_correct(s.get("status", ""), s.get("hard_fail_reasons"))),
         "llm_calls": int(totals.get("llm_calls", 0)), "input_tokens": tin, "output_tokens": tout, "tokens": tin + tout,

@@ -70,6 +70,8 @@ def aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "tokens_mean": statistics.fmean(r["tokens"] for r in rows),
         "hidden_scorings_mean": statistics.fmean(r["scorings"]["hidden"] for r in rows),
         "over_budget": sum(1 for r in rows if r["over_budget"]),
+        "feedback": ", ".join(sorted({str(r["feedback"]) for r in rows if r.get("feedback")})) or None,
+        "dev_over_cap": sum(1 for r in rows if r.get("dev_over_cap")),
         "wall_seconds_mean": statistics.fmean(float(r["wall_seconds"] or 0) for r in rows),
     }
 
@@ -96,6 +98,7 @@ def _dash(fmt: Callable[[Any], str]) -> Callable[[Any], str]:
 # (key, CSV header, Markdown/LaTeX header, formatter for people)
 COLUMNS: list[tuple[str, str, str, Callable[[Any], str]]] = [
     ("method", "method", "method", str),
+    ("feedback", "feedback", "feedback", _dash(str)),
     ("tasks", "tasks", "tasks", str),
     ("n", "n", "n", str),
     ("reward_mean", "reward_mean", "reward (mean ± sd)", _dash(lambda v: f"{v:.3f}")),
@@ -108,12 +111,16 @@ COLUMNS: list[tuple[str, str, str, Callable[[Any], str]]] = [
     ("tokens_mean", "tokens_mean", "tokens (mean)", _dash(lambda v: f"{v:.0f}")),
     ("hidden_scorings_mean", "hidden_scorings_mean", "hidden scorings (mean)", _dash(lambda v: f"{v:.2f}")),
     ("over_budget", "over_budget", "over budget", _dash(str)),
+    ("dev_over_cap", "dev_over_cap", "dev over loop cap", _dash(str)),
     ("wall_seconds_mean", "wall_seconds_mean", "wall s (mean)", _dash(lambda v: f"{v:.1f}")),
     ("flagged", "flagged", "flagged", str),  # formatted by _people_cells and to_csv (it needs the rows)
 ]
 NOTE = ("reward: mean ± sample sd over cells; speedup: geometric mean, a cell whose final candidate is not correct "
         "counted as 1x; correct: share of cells whose final candidate passed every correctness gate; "
+        "feedback: what the model was shown of each grading (search.feedback; benchmark: the package's own loop's lines, "
+        "comparable with other agents' numbers); "
         "hidden scorings: gradings spent against the task's submission budget (over budget: cells that spent more); "
+        "dev over loop cap: cells whose dev gradings outnumbered the submissions the package's own loop allows a solver; "
         "flagged: † cells whose final grading does not count (a suspect, or rejected by a person), in no figure of the "
         "row, named with the trust families; ‡ cells that count but await a person's review (pesflow review).")
 

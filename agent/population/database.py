@@ -92,6 +92,9 @@ class Solution(BaseModel):
     duplicate_of: str | None = None
     features: dict[str, float] = Field(default_factory=dict)
     trust: Trust = Field(default_factory=Trust)  # the screens' verdict on its grading, and a person's review
+    feedback: str = ""  # its dev grading's lines from the package's own loop (evaluator/feedback.py)
+    diagnostics: list[str] = Field(default_factory=list)  # its own errors in the grader's output
+    dev_details: list[str] = Field(default_factory=list)  # its dev grading's failed checks and per-workload figures
 
     @field_validator("id")
     @classmethod

@@ -199,7 +199,9 @@ def _cards(d: dict[str, Any]) -> str:
              ("best speedup", speedup_text(as_number(best.get("speedup")))),
              ("reward", _fmt(as_number(best.get("reward")))), ("scored by", best.get("grader") or d.get("grader") or "-"),
              ("candidates", f"{n} ({failed} failed)"), ("flagged", str(len(d.get("suspects") or []))), ("rounds", str(max([c["round"] for c in d["candidates"]] + [0]))),
-             ("gradings", f'{sc.get("dev", "-")} dev · {sc.get("hidden", "-")} hidden / budget {sc.get("task_budget", "-")}'),
+             ("gradings", f'{sc.get("dev", "-")} dev · {sc.get("hidden", "-")} hidden / budget {sc.get("task_budget", "-")}'
+                          + (f' · dev past the loop\'s cap of {sc.get("dev_cap")}' if sc.get("dev_over_cap") else "")),
+             ("model shown", d.get("feedback") or "-"),
              ("LLM calls", str(t.get("llm_calls", d["costs"]["total"]["calls"]))), ("tokens", f"{tokens:,}"),
              ("USD", f'{float(t.get("usd") or 0):.4f}'), ("wall", f'{_fmt(as_number(t.get("elapsed_seconds")))} s')]
     return "".join(f'<div class="card"><div class="k">{html.escape(k)}</div><div class="v">{html.escape(str(v))}</div></div>'

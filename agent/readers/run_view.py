@@ -307,6 +307,7 @@ def load_run(run_dir: Path) -> dict[str, Any]:
         "run_dir": str(run_dir.resolve()), "run_id": run.get("run_id") or run_dir.name,
         "task": task.get("name") or "", "reward_class": task.get("reward_class"), "status": run.get("status") or "unknown",
         "seed": run.get("seed"), "grader": run.get("grader"), "started": run.get("started"), "finished": run.get("finished"),
+        "feedback": ((run.get("config") or {}).get("search") or {}).get("feedback"),
         "method": cell_of(run).get("method"), "best": run.get("best") or {}, "best_id": best_id,
         "totals": run.get("totals") or {}, "candidates": cands, "best_by_round": best_by_round(run, state, cands),
         "costs": _costs(events, run), "memory": [str(m) for m in lessons], "source": source, "missing": missing,

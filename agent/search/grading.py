@@ -71,16 +71,39 @@ class Grading:
         self.recorded = RecordedVerdicts([])
         self.regrade: list[dict[str, Any]] | None = None  # set by replay --regrade
         self.reviews: dict[str, dict[str, Any]] = {}  # code hash -> a person's decision (set by a resume)
+        # the package's loop as a solver would have used it: the dev submissions so far (each
+        # distinct candidate graded, or served again from the record, in the order asked) and
+        # the best correctness-passing one, for its feedback (evaluator/feedback.py)
+        self.dev_submissions = 0
+        self.dev_best: dict[str, Any] | None = None
+        self._loop_lock = threading.Lock()
+
+    def _submission(self, grader: str) -> dict[str, Any] | None:
+        if grader != "dev":
+            return None
+        with self._loop_lock:
+            self.dev_submissions += 1
+            return {"count": self.dev_submissions, "best": dict(self.dev_best) if self.dev_best else None}
+
+    def _submitted(self, loop: dict[str, Any] | None, v: Verdict) -> None:
+        """The best-so-far after a dev submission, as the package's submit.sh keeps it: correct,
+        and a strictly greater dev reward."""
+        if loop is None or not v.correct:
+            return
+        reward, speedup = float(v.reward or 0.0), float(v.speedup or 0.0)  # the journal's fields: a resume keeps the same best
+        with self._loop_lock:
+            if self.dev_best is None or reward > float(self.dev_best.get("reward") or -1.0):
+                self.dev_best = {"submission": loop["count"], "reward": reward, "speedup": speedup, "tree": ""}
 
     def _reviewed(self, h: str, v: Verdict) -> Verdict:
         if h in self.reviews:
             v.trust = v.trust.model_copy(update={"review": dict(self.reviews[h])})
         return v
 
-    def _evaluate(self, files: dict[str, str], grader: str, out: Path) -> Verdict:
+    def _evaluate(self, files: dict[str, str], grader: str, out: Path, loop: dict[str, Any] | None = None) -> Verdict:
         changed = {p: t for p, t in files.items() if t != self.baseline_files.get(p)}
         with writing(out, self.store.root):  # the backend copies the grader's logs into the run directory
-            return self.ev.evaluate(self.task, candidate=CandidateSource(files=changed), grader=grader, out_dir=out)
+            return self.ev.evaluate(self.task, candidate=CandidateSource(files=changed), grader=grader, out_dir=out, loop=loop)
 
     def grade(self, files: dict[str, str], *, label: str = "", grader: str | None = None, round_: int = 0) -> Verdict:
         """`round_`: the round the candidate belongs to (for the crash tests' fault points). Safe to
@@ -88,8 +111,10 @@ class Grading:
         grader = grader or self.grader
         h = files_hash(files)
         recorded = self.recorded.take(h, label, grader)
+        loop = self._submission(grader)
         if recorded is not None:  # graded before the crash (resume) or in the run replayed
             v = Verdict.model_validate(recorded)
+            self._submitted(loop, v)
             self.store.journal.append(Event.verdict, content_hash=h, label=label, grader=grader, verdict=recorded, reused=True)
             if self.regrade is not None:
                 new = self._evaluate(files, grader, self.store.evaluation_dir(h, f"regrade-{label or 'search'}"))
@@ -97,9 +122,10 @@ class Grading:
             return self._reviewed(h, v)
         out = self.store.evaluation_dir(h, label)
         faults.pause("grading", round_, self.store.root)
-        v = self._evaluate(files, grader, out)
+        v = self._evaluate(files, grader, out, loop)
         if v.status == Status.infra_error:  # our trouble, not the candidate's: once more
-            v = self._evaluate(files, grader, out / "retry")
+            v = self._evaluate(files, grader, out / "retry", loop)
+        self._submitted(loop, v)
         self.store.journal.append(Event.verdict, content_hash=h, label=label, grader=grader,
                                   verdict=v.model_dump(mode="json", exclude={"raw"}), grading_seconds=v.seconds)
         return self._reviewed(h, v)

@@ -67,14 +67,37 @@ def untrusted_note(sol: Solution) -> str:
     return f"NOT COUNTED, {what}: {trust_words(sol.trust)}. Do not repeat this; it is detected every time."
 
 
-def verdict_text(sol: Solution) -> str:
-    """What the model may know of a verdict: no reward, no anchor, no figure of a grading that does not count."""
+PROTOCOLS = ("benchmark", "engineer")
+
+
+def verdict_text(sol: Solution, protocol: str = "benchmark") -> str:
+    """What the model may know of a verdict: no reward, no anchor, no figure of a grading that does
+    not count. `protocol` (search.feedback, or "line": pesflow's one line alone): benchmark shows a dev grading as the package's own loop
+    printed it, and nothing more (pesflow's one line where the package has no loop feedback or the
+    grading's figures do not count); engineer shows pesflow's line, the package's lines, the dev
+    engine's failed checks and per-workload figures, and the candidate's own errors."""
     tests = f"{sol.tests_passed}/{sol.tests_total} correctness cases passed" if sol.tests_total else ""
     if sol.status == "no_code":
         return "no usable code: " + (sol.lessons or "the answer had no applicable edit")
-    if sol.duplicate_of:
-        return f"identical to {sol.duplicate_of} (not graded again); " + verdict_text_core(sol, tests)
-    return verdict_text_core(sol, tests)
+    same = f"identical to {sol.duplicate_of} (not graded again); " if sol.duplicate_of else ""
+    if protocol == "line":
+        return same + verdict_text_core(sol, tests)
+    if protocol == "benchmark":
+        if sol.feedback and sol.is_result:
+            return same + "the package's feedback:\n" + _indented(sol.feedback)
+        return same + verdict_text_core(sol, tests)
+    parts = [same + verdict_text_core(sol, tests)]
+    if sol.feedback:
+        parts.append("the package's feedback:\n" + _indented(sol.feedback))
+    if sol.dev_details:
+        parts.append("the dev engine's details:\n" + _indented("\n".join(sol.dev_details)))
+    if sol.diagnostics:
+        parts.append("its own errors, from the grader's output:\n" + _indented("\n".join(sol.diagnostics)))
+    return "\n".join(parts)
+
+
+def _indented(text: str) -> str:
+    return "\n".join("    " + ln for ln in text.splitlines())
 
 
 def verdict_text_core(sol: Solution, tests: str) -> str:

@@ -21,6 +21,7 @@ WHOLE_FILE_HELP = (
     "Answer with the complete new text of every file you change, each in its own fenced code block "
     "whose info string names the file, e.g.\n```python path/to/file.py\n<the whole file>\n```"
 )
+MIN_SECTION = 600  # characters a planner's section gets however small the task's own text: one failure's feedback fits
 FALLBACK_PLAN = "Make the parent faster while keeping every result exact: remove the dominant cost you can see in its code."
 
 
@@ -38,6 +39,7 @@ class Context:
     inspiration_chars: int = 6000
     context_share: float = 0.25
     whole_files_only: bool = False
+    feedback: str = "engineer"  # search.feedback: what verdicts show (prompts.verdict_text)
 
 
 def fit(items: list[str], budget: int, joiner: str = "\n") -> str:
@@ -63,7 +65,7 @@ def _inspiration(ctx: Context, s: Solution, parent: Solution) -> str:
     worth reading."""
     diff = Candidate(files=s.files).diff(parent.files)
     body = f"```diff\n{diff[: ctx.inspiration_chars]}\n```" if diff.strip() else "(the same code as the parent)"
-    return f"## {s.id}: {verdict_text(s)}\n{(s.lessons or '')[: ctx.lesson_chars]}\n{body}"
+    return f"## {s.id}: {verdict_text(s, ctx.feedback)}\n{(s.lessons or '')[: ctx.lesson_chars]}\n{body}"
 
 
 # ---------------------------------------------------------------- planner
@@ -72,12 +74,13 @@ def planner_prompt(ctx: Context, parent: Solution, inspirations: list[Solution],
     """The planner's prompt. What the search has gathered (memory, recent failures, inspirations)
     shares one budget, `context_share` of the rest of the prompt, so that the prompt of round 16
     is about the size of round 1's instead of growing with the population."""
-    fixed = dict(instruction=ctx.instruction, parent_id=parent.id, parent_verdict=verdict_text(parent),
+    fixed = dict(instruction=ctx.instruction, parent_id=parent.id, parent_verdict=verdict_text(parent, ctx.feedback),
                  parent_lessons=(parent.lessons or "(none)")[: ctx.lesson_chars], parent_code=code_block(parent.files))
     budget = int(ctx.context_share * len(render("planner", **fixed, inspirations="", memory="", failures="")))
-    mem = fit([f"- {m}" for m in memory], int(0.3 * budget))
-    fails = fit([f"- {s.id}: {verdict_text(s)}. {(s.lessons or '')[:200]}" for s in failures], int(0.2 * budget))
-    insp = fit([_inspiration(ctx, s, parent) for s in inspirations], budget - len(mem) - len(fails), "\n\n")
+    mem = fit([f"- {m}" for m in memory], max(int(0.3 * budget), MIN_SECTION))
+    fails = fit([f"- {s.id}: {verdict_text(s, ctx.feedback)}. {(s.lessons or '')[:200]}" for s in failures],
+                max(int(0.2 * budget), 3 * MIN_SECTION))  # a failure's feedback is what fixes the next child
+    insp = fit([_inspiration(ctx, s, parent) for s in inspirations], max(budget - len(mem) - len(fails), 2 * MIN_SECTION), "\n\n")
     return render("planner", **fixed, inspirations=insp or "(none yet)", memory=mem or "(nothing yet)", failures=fails or "(none)")
 
 
@@ -103,15 +106,21 @@ class Child:
     repaired: bool = False
 
 
-def executor_prompt(ctx: Context, parent: Solution, plan_text: str, child_index: int, children: int) -> str:
-    return render("executor", instruction=ctx.instruction, plan=plan_text, child_index=child_index + 1, children=children,
-                  variant=variant(child_index), parent_id=parent.id, parent_code=code_block(parent.files),
-                  edit_format=WHOLE_FILE_HELP if ctx.whole_files_only else EDIT_FORMAT_HELP, scope=", ".join(ctx.scope))
+def executor_prompt(ctx: Context, parent: Solution, plan_text: str, child_index: int, children: int,
+                    inspirations: list[Solution] = ()) -> str:  # type: ignore[assignment]
+    """The executor's prompt: the plan, the parent's code, and the inspirations as diffs against
+    the parent within `context_share` of the rest (at least 2 x MIN_SECTION characters)."""
+    fixed = dict(instruction=ctx.instruction, plan=plan_text, child_index=child_index + 1, children=children,
+                 variant=variant(child_index), parent_id=parent.id, parent_code=code_block(parent.files),
+                 edit_format=WHOLE_FILE_HELP if ctx.whole_files_only else EDIT_FORMAT_HELP, scope=", ".join(ctx.scope))
+    budget = max(int(ctx.context_share * len(render("executor", **fixed, inspirations=""))), 2 * MIN_SECTION)
+    insp = fit([_inspiration(ctx, s, parent) for s in inspirations], budget, "\n\n")
+    return render("executor", **fixed, inspirations=insp or "(none)")
 
 
 def propose(gw: Gateway, ctx: Context, parent: Solution, plan_text: str, child_index: int, children: int,
-            tag: str, repair_attempts: int = 1) -> Child:
-    prompt = executor_prompt(ctx, parent, plan_text, child_index, children)
+            tag: str, repair_attempts: int = 1, inspirations: list[Solution] = ()) -> Child:  # type: ignore[assignment]
+    prompt = executor_prompt(ctx, parent, plan_text, child_index, children, inspirations)
     out = gw.call("executor", SYSTEM, prompt, tag)
     transcript = [(out.sent, out.text or f"(no answer: {out.error})")]
     if out.text is None:
@@ -132,6 +141,25 @@ def propose(gw: Gateway, ctx: Context, parent: Solution, plan_text: str, child_i
     raise AssertionError("unreachable")
 
 
+def fix(gw: Gateway, ctx: Context, first_prompt: str, child: Child, said: str, why: str, tag: str) -> Child:
+    """One fix turn (agent/search/fixes.py): the executor's first prompt, its last answer, the code
+    that answer made and what the grading said of it (`said`, under the run's protocol); edits
+    apply to that code."""
+    last_answer = child.transcript[-1][1]
+    assert child.files is not None
+    turn = render("fix", why=why, verdict=said, child_code=code_block(child.files),
+                  edit_format_short="SEARCH/REPLACE blocks or whole files in fenced blocks")
+    out = gw.call("executor", SYSTEM, first_prompt + "\n\n# Your previous answer\n" + last_answer + "\n\n" + turn, tag)
+    transcript = [(out.sent, out.text or f"(no answer: {out.error})")]
+    if out.text is None:
+        return Child(None, "llm_error", out.error or "", transcript)
+    result = extract_and_apply(out.text, child.files)
+    if not result.ok:
+        problem = format_failures(result.failures) if result.failures else "Your edits changed nothing in the code."
+        return Child(None, "no_code", problem[:600], transcript)
+    return Child({**child.files, **result.files}, "ok", "", transcript)
+
+
 # ---------------------------------------------------------------- summarizer
 def summarizer_prompt(ctx: Context, round_: int, parent: Solution, plan_text: str, children: list[Solution],
                       diffs: dict[str, str]) -> str:
@@ -140,8 +168,8 @@ def summarizer_prompt(ctx: Context, round_: int, parent: Solution, plan_text: st
         diff = diffs.get(c.id, "")
         if len(diff) > 3000:
             diff = diff[:3000] + "\n... (cut)"
-        parts.append(f"## {c.id}: {verdict_text(c)}\n```diff\n{diff or '(no change)'}\n```")
-    return render("summarizer", task_title=ctx.title, round=round_, parent_id=parent.id, parent_verdict=verdict_text(parent),
+        parts.append(f"## {c.id}: {verdict_text(c, ctx.feedback)}\n```diff\n{diff or '(no change)'}\n```")
+    return render("summarizer", task_title=ctx.title, round=round_, parent_id=parent.id, parent_verdict=verdict_text(parent, ctx.feedback),
                   plan=plan_text[:1500], children="\n\n".join(parts) or "(no children)",
                   memory="\n".join(f"- {m}" for m in ctx.memory) or "(nothing yet)",
                   memory_items=ctx.memory_items, lesson_chars=ctx.lesson_chars)
@@ -164,7 +192,7 @@ def untrusted(c: Solution) -> bool:
 
 
 def default_lesson(c: Solution) -> str:
-    return untrusted_note(c) if untrusted(c) else f"{verdict_text(c)}."
+    return untrusted_note(c) if untrusted(c) else f"{verdict_text(c, 'line')}."
 
 
 def summarize(gw: Gateway, ctx: Context, round_: int, parent: Solution, plan_text: str, children: list[Solution],

@@ -186,7 +186,8 @@ def assemble(cfg: Config, task: Task, store: RunStore, roots: list[str], clients
         gateway = Gateway(clients, store.journal, LeakGuard(task), max_tokens=cfg.llm.max_tokens,  # type: ignore[arg-type]
                           temperature=cfg.llm.temperature, top_p=cfg.llm.top_p,
                           recorded=Recorded(list(events)) if events else None, offline=offline, learned=list(learned))
-    search = Search(cfg.loop, cfg.population, cfg.evaluator.grader, task, ev, store, gateway, progress=progress)
+    search = Search(cfg.loop, cfg.population, cfg.evaluator.grader, task, ev, store, gateway, progress=progress,
+                    feedback=cfg.search.feedback)
     search.grading.recorded = RecordedVerdicts(list(events))
     return Session(search, ev, progress, store)
 

@@ -28,6 +28,7 @@ from agent.search import faults, roles
 from agent.search.grading import Grading
 from agent.search.pipeline import GraderPool, Pipeline
 from agent.search.progress import Progress, best_entry
+from agent.search.fixes import STOP_RULES, solution_from, stop_rule
 from agent.search.proposal import Proposal, Work, propose
 from agent.search.state import RoundState, SearchState, Selection, files_hash, rng_state
 from agent.search.utilization import Busy, Depth, one_line, utilization
@@ -37,18 +38,9 @@ from evaluator.task import Task
 from evaluator.verdict import Verdict
 
 
-def solution_from(v: Verdict, **fields: Any) -> Solution:
-    """A verdict as the population keeps it: its status and gates as the grader gave them (whether
-    that is correct is evaluator.verdict's one rule, asked through Solution.correct)."""
-    dev = v.dev if v.dev is not None and v.speedup is None else None
-    return Solution(status=v.status.value, speedup=v.speedup, reward=v.reward, hard_fail_reasons=list(v.hard_fail_reasons),
-                    dev_figure=dev.value if dev else None, dev_kind=dev.kind if dev else None,
-                    tests_passed=v.tests.passed, tests_total=v.tests.total, trust=v.trust.model_copy(deep=True), **fields)
-
-
 class Search:
     def __init__(self, loop: LoopConfig, population: PopulationConfig, grader: str, task: Task, evaluator: Evaluator,
-                 store: RunStore, gateway: Gateway | None, progress: Progress | None = None):
+                 store: RunStore, gateway: Gateway | None, progress: Progress | None = None, feedback: str = "engineer"):
         self.loop, self.population_config, self.task, self.ev, self.store, self.gw = loop, population, task, evaluator, store, gateway
         self.ev.dev_reference_dir = store.root / "evaluations" / "dev-reference"  # the run keeps its own
         self.grader = grader
@@ -57,7 +49,8 @@ class Search:
         self.ctx = roles.Context(instruction=task.instruction(), title=task.toml.task.title or task.name, scope=task.scope,
                                  memory_items=loop.memory_items, lesson_chars=loop.lesson_chars,
                                  plan_chars=loop.plan_chars, inspiration_chars=loop.inspiration_chars,
-                                 context_share=loop.context_share, whole_files_only=loop.edit_format == "whole_file")
+                                 context_share=loop.context_share, whole_files_only=loop.edit_format == "whole_file",
+                                 feedback=feedback)
         self.started = time.monotonic()
         self.grading = Grading(evaluator, task, store, grader)
         self.children: list[Solution] = []  # the round being applied, added to the population by `record`
@@ -81,8 +74,10 @@ class Search:
         """Counted from the journal, the run's one source of truth: a resumed run counts what was
         paid or graded before the crash once, and what it served again from the record never."""
         t = journal_totals(self.store.journal.events())
+        cap = self.task.loop_cap  # the package's own loop's cap on a solver's dev submissions
         t["scorings"] = {**t["scorings"], "task_budget": self.task.max_submissions,
-                         "hidden_over_budget": t["scorings"]["hidden"] > self.task.max_submissions}
+                         "hidden_over_budget": t["scorings"]["hidden"] > self.task.max_submissions,
+                         "dev_cap": cap, "dev_over_cap": cap is not None and t["scorings"]["dev"] > cap}
         t["elapsed_seconds"] = round(time.monotonic() - self.started, 3)
         return t
 
@@ -147,7 +142,7 @@ class Search:
     def _propose(self, work: Work) -> Proposal:
         assert self.gw is not None and self.pool is not None
         return propose(self.gw, self.ctx, work, self.pool.submit, use_planner=self.loop.use_planner,
-                       repair_attempts=self.loop.repair_attempts)
+                       repair_attempts=self.loop.repair_attempts, fix_turns=self.loop.fix_turns)
 
     # ------------------------------------------------------------------ steps
     def baseline(self, state: RoundState) -> RoundState:
@@ -206,21 +201,23 @@ class Search:
             self.journal(Event.plan, round=k, parent_id=parent.id, ok=p.plan_ok, plan=p.plan)
         else:
             self.journal(Event.plan, round=k, parent_id=parent.id, ok=True, plan=p.plan, planner=False)
+        ids = [f"r{k:02d}-c{i}" + (f"-f{t}" if t else "") for i, t in (p.turns or [(j, 0) for j in range(len(p.drafts))])]
+        fixes = {j: ids[j - 1] for j, (_, t) in enumerate(p.turns) if t}  # a fix turn: a child of the one it fixes
         for i, c in enumerate(p.drafts):
-            cid = f"r{k:02d}-c{i}"
+            cid = ids[i]
             for j, (prompt, response) in enumerate(c.transcript):
                 name = "" if j == 0 else f"repair_{j}_"
                 self.store.write(f"{d}/executor/{cid}/{name}prompt.md", prompt)
                 self.store.write(f"{d}/executor/{cid}/{name}response.md", response)
             if c.files is not None:
                 self.store.write(f"{d}/executor/{cid}/candidate.diff", Candidate(files=c.files).diff(parent.files))
-            self.journal(Event.candidate, id=cid, round=k, parent_id=parent.id, status=c.status, detail=c.detail,
+            self.journal(Event.candidate, id=cid, round=k, parent_id=fixes.get(i, parent.id), status=c.status, detail=c.detail,
                          repaired=c.repaired, content_hash=files_hash(c.files) if c.files else None)
         self.progress.phase(k, "grading")
         first_of: dict[str, str] = {}
         for i, (c, future) in enumerate(zip(p.drafts, p.verdicts)):
-            cid = f"r{k:02d}-c{i}"
-            common = dict(id=cid, parent_id=parent.id, island=sel.island, round=k, plan=p.plan[:2000])
+            cid = ids[i]
+            common = dict(id=cid, parent_id=fixes.get(i, parent.id), island=sel.island, round=k, plan=p.plan[:2000])
             if c.files is None or future is None:
                 self.children.append(Solution(**common, files=parent.files, content_hash=f"none-{cid}",
                                               status="no_code", lessons=c.detail[:400]))
@@ -284,7 +281,8 @@ class Search:
         stop = state.get("stop")
         if stop == CAP_RAISED_LATER:  # a replay past the cap a resume raised: on, as the resumed run went
             stop = None
-        stop = stop or ("rounds_done" if k >= self.loop.rounds else None)
+        stop = stop or stop_rule(self.state.best_by_round, self.loop.patience, self.loop.target) or \
+            ("rounds_done" if k >= self.loop.rounds else None)
         if not stop:
             self.select_ahead(k)  # round k + depth is chosen from the population as it is now
         self.checkpoint(k)
@@ -357,8 +355,10 @@ class Search:
         if dropped:
             best["dropped"] = dropped
         self.journal(Event.final, stop=stop, remeasured=remeasured, best=best)
-        status = {"rounds_done": "finished", "budget_exhausted": "budget_exhausted", "no_llm": "no_llm"}.get(stop, stop)
+        status = {"rounds_done": "finished", "budget_exhausted": "budget_exhausted", "no_llm": "no_llm",
+                  **{rule: "finished" for rule in STOP_RULES}}.get(stop, stop)
         self.store.update_run(finished=datetime.now(timezone.utc).isoformat(timespec="seconds"), totals=self.totals(),
+                              stopped_by=stop,
                               best_by_round=self.state.best_by_round, final_regrade=remeasured, suspects=self.suspects(),
                               status=status, best=best, utilization=self.utilization())
         self.journal(Event.run_end, status=status)

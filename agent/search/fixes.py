@@ -1,0 +1,72 @@
+"""Fix turns and stop rules: what ends a child's turns and what ends the search early.
+
+Fix turns: a child that does not build, fails a check or is not faster than its parent goes back
+to its executor with its own verdict (under the run's feedback protocol) for up to
+`loop.fix_turns` more turns in the same slot, as LoongFlow's executor iterates against the
+evaluator. Each turn is a child of the one it fixes, graded and journaled like any other.
+
+A verdict whose figures do not count (a suspect) gets no turn: the search does not help an
+exploit along. Nor does a grading that failed on our side (infra, the grader's own error).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.population.database import Solution
+from evaluator.verdict import Status, Verdict
+
+NOT_OURS = (Status.infra_error, Status.grader_error)
+
+
+def solution_from(v: Verdict, **fields: Any) -> Solution:
+    """A verdict as the population keeps it: its status and gates as the grader gave them (whether
+    that is correct is evaluator.verdict's one rule, asked through Solution.correct)."""
+    dev = v.dev if v.dev is not None and v.speedup is None else None
+    return Solution(status=v.status.value, speedup=v.speedup, reward=v.reward, hard_fail_reasons=list(v.hard_fail_reasons),
+                    dev_figure=dev.value if dev else None, dev_kind=dev.kind if dev else None,
+                    tests_passed=v.tests.passed, tests_total=v.tests.total, trust=v.trust.model_copy(deep=True),
+                    feedback=v.feedback or "", diagnostics=list(v.diagnostics), dev_details=list(v.dev_details), **fields)
+
+
+def needs_fix(v: Verdict | None, parent: Solution) -> str | None:
+    """Why a graded child gets another turn, or None: it failed (build, check, time limit), or it
+    is correct and no faster than its parent (by the speedup, else the dev engine's own figure)."""
+    if v is None or v.status in NOT_OURS or not v.is_result:
+        return None
+    if not v.correct:
+        return "it failed"
+    if v.speedup is not None and parent.speedup is not None:
+        return "it is not faster than its parent" if v.speedup <= parent.speedup else None
+    if v.speedup is None and v.dev is not None and parent.dev_figure is not None:
+        return "it is not better than its parent" if v.dev.value <= parent.dev_figure else None
+    return None
+
+
+STOP_RULES = ("target_reached", "patience")
+
+
+def _figure(entry: dict[str, Any]) -> float | None:
+    if entry.get("speedup") is not None:
+        return float(entry["speedup"])
+    dev = entry.get("dev")
+    return float(dev["value"]) if isinstance(dev, dict) and dev.get("value") is not None else None
+
+
+def stop_rule(best_by_round: list[dict[str, Any]], patience: int | None, target: float | None) -> str | None:
+    """Which stop rule ends the search after the last round of `best_by_round` (one entry a
+    round: its best's id and figure), or None: `target_reached` once the best's figure reaches
+    `target`; `patience` after `patience` rounds in a row whose best was not new."""
+    if not best_by_round:
+        return None
+    last = best_by_round[-1]
+    fig = _figure(last)
+    if target is not None and fig is not None and fig >= target:
+        return "target_reached"
+    if patience is not None:
+        same = 0
+        for prev, cur in zip(best_by_round[-patience - 1:-1], best_by_round[-patience:]):
+            same += prev.get("best_id") == cur.get("best_id")
+        if len(best_by_round) > patience and same == patience:
+            return "patience"
+    return None
