@@ -153,3 +153,19 @@ def test_the_executor_sees_the_inspirations_as_diffs_within_its_budget():
     assert "## r01-c0: correct; speedup 1.500x" in got and "+    return 0 + 1  # variant 0" in got
     assert "r01-c39" not in got and len(got) < 6000  # bounded, not one section per inspiration
     assert "(none)" in executor_prompt(ctx, parent, "a plan", 0, 2, [])
+
+
+def test_the_machine_s_ceilings_are_measured_once_and_cached(tmp_path):
+    from evaluator import ceilings
+    got = ceilings.facts("cpu", tmp_path, small=True)
+    assert got["source"] == "measured by pesflow" and got["cores"] >= 1 and got["bandwidth_gbs"] > 0 and got["tflops"]["fp32"] > 0
+    cached = list((tmp_path / "machine").glob("cpu-*.json"))
+    assert len(cached) == 1
+    cached[0].write_text(json.dumps({**got, "bandwidth_gbs": 12345.0}))  # read back, not measured again
+    assert ceilings.facts("cpu", tmp_path)["bandwidth_gbs"] == 12345.0
+    lines = ceilings.describe(got)
+    assert lines[0].endswith(f"({got['cores']} cores)") and lines[1].startswith("memory bandwidth: ")
+    # a part pesflow cannot measure from here: the datasheet's figures, said so
+    h200 = ceilings.describe(ceilings.known("NVIDIA H200"))
+    assert h200[1] == "memory bandwidth: 4800 GB/s (datasheet (H200), not measured)" and "bf16 989 TFLOP/s" in h200[2]
+    assert ceilings.known("NVIDIA H100 80GB HBM3")["bandwidth_gbs"] == 3350 and ceilings.known("Quadro K600") is None

@@ -181,6 +181,8 @@ def test_the_child_is_fixed_only_where_the_protocol_shows_the_error(loop_root, t
     run = json.loads((run_dir / "run.json").read_text())
     assert run["config"]["search"]["feedback"] == protocol
     assert run["totals"]["scorings"]["dev_cap"] == 16 and run["totals"]["scorings"]["dev_over_cap"] is False
+    assert ("# The machine the grader runs on" in prompt) == (protocol == "engineer")  # its measured ceilings
+    assert run["machine"] == ("" if protocol == "benchmark" else run["machine"]) and (protocol == "benchmark" or "GB/s" in run["machine"])
     if protocol == "engineer":
         assert "K9Q" in prompt and "toy/kernel.py" in prompt
         assert second["status"] == "ok" and second["speedup"] and second["speedup"] > 10

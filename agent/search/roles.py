@@ -40,6 +40,7 @@ class Context:
     context_share: float = 0.25
     whole_files_only: bool = False
     feedback: str = "engineer"  # search.feedback: what verdicts show (prompts.verdict_text)
+    machine: str = ""  # engineer: the grading machine and its ceilings (evaluator/ceilings.py), as a prompt section
 
 
 def fit(items: list[str], budget: int, joiner: str = "\n") -> str:
@@ -74,7 +75,7 @@ def planner_prompt(ctx: Context, parent: Solution, inspirations: list[Solution],
     """The planner's prompt. What the search has gathered (memory, recent failures, inspirations)
     shares one budget, `context_share` of the rest of the prompt, so that the prompt of round 16
     is about the size of round 1's instead of growing with the population."""
-    fixed = dict(instruction=ctx.instruction, parent_id=parent.id, parent_verdict=verdict_text(parent, ctx.feedback),
+    fixed = dict(instruction=ctx.instruction, machine=ctx.machine, parent_id=parent.id, parent_verdict=verdict_text(parent, ctx.feedback),
                  parent_lessons=(parent.lessons or "(none)")[: ctx.lesson_chars], parent_code=code_block(parent.files))
     budget = int(ctx.context_share * len(render("planner", **fixed, inspirations="", memory="", failures="")))
     mem = fit([f"- {m}" for m in memory], max(int(0.3 * budget), MIN_SECTION))
@@ -110,7 +111,7 @@ def executor_prompt(ctx: Context, parent: Solution, plan_text: str, child_index:
                     inspirations: list[Solution] = ()) -> str:  # type: ignore[assignment]
     """The executor's prompt: the plan, the parent's code, and the inspirations as diffs against
     the parent within `context_share` of the rest (at least 2 x MIN_SECTION characters)."""
-    fixed = dict(instruction=ctx.instruction, plan=plan_text, child_index=child_index + 1, children=children,
+    fixed = dict(instruction=ctx.instruction, machine=ctx.machine, plan=plan_text, child_index=child_index + 1, children=children,
                  variant=variant(child_index), parent_id=parent.id, parent_code=code_block(parent.files),
                  edit_format=WHOLE_FILE_HELP if ctx.whole_files_only else EDIT_FORMAT_HELP, scope=", ".join(ctx.scope))
     budget = max(int(ctx.context_share * len(render("executor", **fixed, inspirations=""))), 2 * MIN_SECTION)

@@ -33,6 +33,7 @@ from agent.search.grading import RecordedVerdicts
 from agent.search.progress import Progress
 from agent.search.steps import Search
 from evaluator.backends.base import InfraError
+from evaluator import ceilings
 from evaluator.benchmark import say_source
 from evaluator.evaluation import Evaluator
 from evaluator.task import Task, TaskError, load_task
@@ -172,8 +173,11 @@ class Session:
 
 def assemble(cfg: Config, task: Task, store: RunStore, roots: list[str], clients: dict[str, object] | None,
              console: Console | None = None, quiet: bool | None = None, events: list[dict[str, Any]] = (),  # type: ignore[assignment]
-             offline: bool = False, learned: list[str] = (), warn_unpriced: bool = False) -> Session:  # type: ignore[assignment]
-    """The one construction: evaluator, gateway (leak guard, record, budget), progress, search."""
+             offline: bool = False, learned: list[str] = (), warn_unpriced: bool = False,  # type: ignore[assignment]
+             machine: str | None = None) -> Session:
+    """The one construction: evaluator, gateway (leak guard, record, budget), progress, search.
+    `machine`: the prompts' machine section as the run recorded it (a resume, a replay: the same
+    prompts on any machine); None: made now (a new run)."""
     ev = Evaluator(cfg.evaluator, tasks_roots=roots, log_root=Path(cfg.run.out).resolve(), official_url=cfg.benchmark.url)
     progress = Progress(quiet=cfg.run.quiet if quiet is None else quiet, console=console, task=task.name, rounds=cfg.loop.rounds)
     gateway = None
@@ -189,7 +193,21 @@ def assemble(cfg: Config, task: Task, store: RunStore, roots: list[str], clients
     search = Search(cfg.loop, cfg.population, cfg.evaluator.grader, task, ev, store, gateway, progress=progress,
                     feedback=cfg.search.feedback)
     search.grading.recorded = RecordedVerdicts(list(events))
+    search.ctx.machine = machine_section(cfg, task, ev) if machine is None else machine
+    store.update_run(machine=search.ctx.machine)
     return Session(search, ev, progress, store)
+
+
+def machine_section(cfg: Config, task: Task, ev: Evaluator) -> str:
+    """The grading machine and its ceilings as a prompt section (engineer only): measured here
+    once per device and cached (evaluator/ceilings.py) where the backend grades on this machine."""
+    if cfg.search.feedback != "engineer":
+        return ""
+    if cfg.evaluator.backend in ("local", "docker"):
+        lines = ceilings.describe(ceilings.facts("cuda" if task.gpus else "cpu", Path(cfg.evaluator.local.cache_dir).expanduser()))
+    else:
+        lines = [f"(not measured: the gradings run on the {cfg.evaluator.backend} backend's machines)"]
+    return "\n# The machine the grader runs on\n" + "\n".join(f"- {ln}" for ln in lines) + "\n"
 
 
 def start_run(cfg: Config, task_name: str, roots: list[str], console: Console | None = None,
@@ -275,7 +293,7 @@ def resume_run(run_dir: Path, from_round: int | None = None, rounds: int | None 
     if clients:
         check_keys(clients)
     session = assemble(cfg, task, store, [], clients, console, quiet, events,
-                       learned=answers_until(events, state["round"] if state else -1))
+                       learned=answers_until(events, state["round"] if state else -1), machine=run.get("machine", ""))
     return run_dir, session.run(_start_state(session.search, state))
 
 
@@ -300,7 +318,7 @@ def replay_run(run_dir: Path, out: Path | None = None, regrade: bool = False, co
         if "repair" in clients and "executor" not in clients:
             clients["executor"] = clients["repair"]
     store.journal.append(Event.run_start, run_id=dest.name, task=task.name, seed=cfg.loop.seed, replay_of=str(run_dir))
-    session = assemble(cfg, task, store, [], clients, console, quiet, events, offline=True)
+    session = assemble(cfg, task, store, [], clients, console, quiet, events, offline=True, machine=run.get("machine", ""))
     if regrade:
         session.search.grading.regrade = []
     status = session.run()
