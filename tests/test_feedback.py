@@ -169,3 +169,20 @@ def test_the_machine_s_ceilings_are_measured_once_and_cached(tmp_path):
     h200 = ceilings.describe(ceilings.known("NVIDIA H200"))
     assert h200[1] == "memory bandwidth: 4800 GB/s (datasheet (H200), not measured)" and "bf16 989 TFLOP/s" in h200[2]
     assert ceilings.known("NVIDIA H100 80GB HBM3")["bandwidth_gbs"] == 3350 and ceilings.known("Quadro K600") is None
+
+
+def test_a_resumed_search_counts_the_dev_submissions_its_journal_holds():
+    from agent.search.grading import Grading
+    from evaluator.verdict import Verdict
+
+    def verdict(grader: str, ok: bool, reward: float, reused: bool = False) -> dict:
+        v = Verdict(task="t", mode="candidate", backend="local", grader=grader, status="ok" if ok else "hard_fail",
+                    hard_fail_reasons=[] if ok else ["correctness_failed"], reward=reward, speedup=2.0 * (1 + reward))
+        return {"kind": "verdict", "data": {"grader": grader, "reused": reused, "verdict": v.model_dump(mode="json")}}
+
+    g = Grading(None, None, None, "dev")  # type: ignore[arg-type]
+    g.count_recorded([verdict("dev", True, 0.2), verdict("dev", False, 0.9), verdict("hidden", True, 0.5),
+                      verdict("dev", True, 0.5), verdict("dev", True, 0.5, reused=True), verdict("dev", True, 0.4)])
+    assert g.dev_submissions == 4  # the hidden grading and the one served again are not submissions
+    assert g.dev_best == {"submission": 3, "reward": 0.5, "speedup": 3.0, "tree": ""}  # correct, strictly greater
+    assert g._submission("dev") == {"count": 5, "best": g.dev_best} and g._submission("hidden") is None

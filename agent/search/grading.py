@@ -71,12 +71,20 @@ class Grading:
         self.recorded = RecordedVerdicts([])
         self.regrade: list[dict[str, Any]] | None = None  # set by replay --regrade
         self.reviews: dict[str, dict[str, Any]] = {}  # code hash -> a person's decision (set by a resume)
-        # the package's loop as a solver would have used it: the dev submissions so far (each
-        # distinct candidate graded, or served again from the record, in the order asked) and
-        # the best correctness-passing one, for its feedback (evaluator/feedback.py)
+        # the package's loop as a solver would have used it: the dev submissions so far (each dev
+        # grading, in the order asked) and the best correctness-passing one, for its feedback
+        # (evaluator/feedback.py)
         self.dev_submissions = 0
         self.dev_best: dict[str, Any] | None = None
         self._loop_lock = threading.Lock()
+
+    def count_recorded(self, events: list[dict[str, Any]]) -> None:
+        """A resumed or replayed run's loop as its journal left it: every dev grading recorded is a
+        submission made (one served again from the record is not made twice), its best kept."""
+        for e in events:
+            d = e["data"]
+            if e["kind"] == Event.verdict and not d.get("reused") and d.get("grader") == "dev":
+                self._submitted(self._submission("dev"), Verdict.model_validate(d["verdict"]))
 
     def _submission(self, grader: str) -> dict[str, Any] | None:
         if grader != "dev":
@@ -111,15 +119,14 @@ class Grading:
         grader = grader or self.grader
         h = files_hash(files)
         recorded = self.recorded.take(h, label, grader)
-        loop = self._submission(grader)
         if recorded is not None:  # graded before the crash (resume) or in the run replayed
             v = Verdict.model_validate(recorded)
-            self._submitted(loop, v)
             self.store.journal.append(Event.verdict, content_hash=h, label=label, grader=grader, verdict=recorded, reused=True)
             if self.regrade is not None:
                 new = self._evaluate(files, grader, self.store.evaluation_dir(h, f"regrade-{label or 'search'}"))
                 self.regrade.append(compare_verdicts(h, label, grader, v, new))
             return self._reviewed(h, v)
+        loop = self._submission(grader)
         out = self.store.evaluation_dir(h, label)
         faults.pause("grading", round_, self.store.root)
         v = self._evaluate(files, grader, out, loop)

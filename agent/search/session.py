@@ -193,6 +193,7 @@ def assemble(cfg: Config, task: Task, store: RunStore, roots: list[str], clients
     search = Search(cfg.loop, cfg.population, cfg.evaluator.grader, task, ev, store, gateway, progress=progress,
                     feedback=cfg.search.feedback)
     search.grading.recorded = RecordedVerdicts(list(events))
+    search.grading.count_recorded(list(events))
     search.ctx.machine = machine_section(cfg, task, ev) if machine is None else machine
     store.update_run(machine=search.ctx.machine)
     return Session(search, ev, progress, store)
