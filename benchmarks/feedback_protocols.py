@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import statistics
@@ -72,12 +73,12 @@ class ErrorThenFix:
         return Reply(text=f"toy/kernel.py\n```python\n{code}```\n")
 
 
-def search(root: Path, out: Path, cache: Path, model, **sets: object) -> tuple[Path, int]:
+def search(root: Path, out: Path, cache: Path, model, task: str = "kfc/toy-sum", **sets: object) -> tuple[Path, int]:
     with ScriptedLLMServer(model) as server:
         items = [f"llm.default=openai:test-model", f"llm.base_url={server.openai_base_url}", "loop.children=1",
                  "loop.pipeline_depth=1", f"run.out={out}", "run.quiet=true", f"evaluator.local.cache_dir={cache}",
                  "llm.timeout_sec=30", "loop.score_final_with_hidden=false"] + [f"{k}={v}" for k, v in sets.items()]
-        run_dir, _ = start_run(load_config(sets=items), "kfc/toy-sum" if "task" not in sets else str(sets["task"]), [str(root)])
+        run_dir, _ = start_run(load_config(sets=items), task, [str(root)])
         return run_dir, len(server.requests)
 
 
@@ -96,7 +97,7 @@ def per_round(run_dir: Path) -> dict[str, float]:
     sols = pop["population"]["solutions"]
     fixes = [s for s in sols if "-f" in s["id"]]
     failing = [s for s in sols if s["round"] > 0 and "-f" not in s["id"] and s["status"] != "ok"]
-    return {"rounds": rounds, "input_tokens_per_round": sum(int(c.get("input_tokens") or 0) for c in calls) / rounds,
+    return {"rounds": rounds, "input_tokens_per_round": sum(int((c.get("usage") or {}).get("input_tokens") or 0) for c in calls) / rounds,
             "prompt_chars_per_round": prompts / rounds, "grading_s_per_round": sum(grading) / rounds,
             "failing_children": len(failing), "repaired": sum(1 for s in fixes if s["status"] == "ok"),
             "llm_calls": len(calls)}
@@ -136,12 +137,13 @@ def examples(tasks_root: Path, tasks: list[str], rounds: int, dest: Path, cache:
                 if p is not None and p.is_file():
                     shutil.copyfile(p, keep / name)
             row = per_round(run_dir)
-            lines.append(f"| {task} | {protocol} | {row['rounds']} | {row['prompt_chars_per_round']:.0f} | "
-                         f"{row['grading_s_per_round']:.1f} | {row['failing_children']} | {row['repaired']} |")
+            lines.append(f"| {task} | {protocol} | {row['rounds']} | {row['input_tokens_per_round']:.0f} | "
+                         f"{row['prompt_chars_per_round']:.0f} | {row['grading_s_per_round']:.1f} | {row['llm_calls']} |")
     return lines
 
 
 def main() -> int:
+    os.environ.setdefault("OPENAI_API_KEY", "sk-scripted-server-needs-no-key")  # the scripted server ignores it
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--out", default=None, help="write the tables as Markdown here too")
@@ -182,7 +184,7 @@ def main() -> int:
     if args.tasks_root and args.task:
         out += ["## 3. The benchmark's own packages, graded unchanged (what the model sees: "
                 f"{Path(args.examples).relative_to(REPO) if Path(args.examples).is_relative_to(REPO) else args.examples})", "",
-                "| package | protocol | rounds | prompt chars / round | grading s / round | failing children | repaired |",
+                "| package | protocol | rounds | input tokens / round | prompt chars / round | grading s / round | LLM calls |",
                 "|---|---|---|---|---|---|---|"]
         out += examples(Path(args.tasks_root), args.task, args.rounds, Path(args.examples), cache, work)
     text = "\n".join(out)
