@@ -235,7 +235,7 @@ def _failed_checks(node: object, out: list[str]) -> None:
         said = next((str(node[k]) for k in _MESSAGE_KEYS if node.get(k)), "")
         if not said and node.get("hard_fail_reasons"):
             said = ", ".join(map(str, node["hard_fail_reasons"]))[:200]
-        counts = f" ({node['failed']} of {node.get('actual_case_count') or node.get('total') or '?'} failed)" \
+        counts = f" ({node['failed']} of {node.get('actual_case_count') or node.get('expected_case_count') or node.get('total') or '?'} failed)" \
             if isinstance(node.get("failed"), int) else ""
         out.append(f"{name}{counts}: {' '.join(said.split())[:200] or 'failed'}")
     for k, v in node.items():
