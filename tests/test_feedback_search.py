@@ -60,7 +60,7 @@ print("remaining: %d" % (MAX - k))
 '''
 
 
-def loop_package(root: Path, plant: bool = False) -> Path:
+def loop_package(root: Path, plant: bool = False, check_message: str | None = None) -> Path:
     """The toy with a loop in the benchmark's form, its dev engine made to print the candidate's
     traceback and keep a verifier state (as the benchmark's engines do); `plant`: a failing check
     whose message quotes a line of tests/ too."""
@@ -73,9 +73,9 @@ def loop_package(root: Path, plant: bool = False) -> Path:
     src = src.replace('    hard.append("import_failed")\n', '    hard.append("import_failed")\n    import traceback; traceback.print_exc()\n')
     extra = ('json.dump({"correctness_ok": not [h for h in hard if h != "speedup_not_above_baseline"]}, '
              'open(os.path.join(log, "verifier_state.json"), "w"))\n')
-    if plant:
+    if plant or check_message:
         extra += ('if hard:\n    json.dump({"cases": [{"name": "dev_case_7", "passed": False, "message": %r}]}, '
-                  'open(os.path.join(log, "correctness_results.json"), "w"))\n' % CANARY)
+                  'open(os.path.join(log, "correctness_results.json"), "w"))\n' % (check_message or CANARY))
     grade.write_text(src + extra)
     (pkg / "tests" / "hidden_workloads.txt").write_text(CANARY + "\n")
     return pkg
@@ -255,3 +255,28 @@ def test_a_search_that_reaches_its_target_stops_and_says_so(loop_root, tmp_path,
     capsys.readouterr()
     _say_stop("run", run_dir)
     assert capsys.readouterr().err.strip() == "pesflow run: stopped by loop.target: the best reached 50.0 after round 1 of 4"
+
+
+@pytest.mark.parametrize("protocol", ["engineer", "benchmark"])
+def test_a_failing_dev_check_s_message_fixes_the_child_where_it_is_shown(tmp_path, cache_dir, protocol):
+    """The dev engine's own message on a failing check (not an exception: a wrong answer) is what
+    the fix needs: engineer shows it (the dev engine's details), the toy's loop lines do not."""
+    root = tmp_path / "checks"
+    loop_package(root, check_message="sum_squares(7) must be 91: the sum runs over range(n), not range(n + 1) (hint H3X)")
+
+    def model(req: Request) -> Reply:
+        user = req.messages[-1]["content"]
+        if "You are the summarizer" in user:
+            return Reply(text=json.dumps({"children": {}, "memory": []}))
+        if "You are the planner" in user:
+            return Reply(text="Use a closed form.")
+        fixed = "Your code was graded" in user and "H3X" in user
+        return Reply(text=f"toy/kernel.py\n```python\n{V_CLOSED if fixed else V_OFF_BY_ONE}```\n")
+
+    run_dir, requests = _search(root, tmp_path, cache_dir, protocol, answer=model, rounds=1, fix_turns=1)
+    pop = _population(run_dir)
+    assert pop["r01-c0"]["status"] == "hard_fail"
+    if protocol == "engineer":
+        assert pop["r01-c0-f1"]["status"] == "ok"
+    else:  # shown nothing new, the model answers the same code: no change, so nothing to grade
+        assert pop["r01-c0-f1"]["status"] == "no_code" and "H3X" not in json.dumps([r.body for r in requests])

@@ -87,6 +87,17 @@ def test_a_candidate_that_does_not_compile_is_named(ev, baseline):
     assert v.tests.passed < v.tests.total
 
 
+def test_the_compiler_s_message_is_what_the_model_is_shown(ev, baseline):
+    """A dev grading's nvcc error, with its line, reaches the model (issue 38): in the package's
+    own loop feedback and the dev engine's failed check (search.feedback engineer shows both)."""
+    broken = baseline.replace("float acc = 0.0f;", "float acc = 0.0f")
+    v = ev.evaluate(TASK, candidate=CandidateSource(files={SCOPE: broken}), grader="dev", device="cpu")
+    assert v.hard_fail_reasons == ["compile_failed"]
+    said = [d for d in v.dev_details if "nvcc" in d and f"{SCOPE}(" in d and "error" in d]
+    assert said and 'expected a ";"' in said[0], v.dev_details
+    assert v.feedback and 'expected a ";"' in v.feedback, v.feedback
+
+
 def test_a_symbol_left_for_the_process_fails_the_link_check(ev, baseline):
     # Declared but not defined: it would be resolved at load time from whatever the host
     # process holds (libtorch, cuBLAS, the baseline). The link check refuses that.
