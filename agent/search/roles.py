@@ -21,7 +21,8 @@ WHOLE_FILE_HELP = (
     "Answer with the complete new text of every file you change, each in its own fenced code block "
     "whose info string names the file, e.g.\n```python path/to/file.py\n<the whole file>\n```"
 )
-MIN_SECTION = 600  # characters a planner's section gets however small the task's own text: one failure's feedback fits
+MIN_FAILURES = 1800  # characters the planner's recent failures get however small the task's text: one failure's feedback fits
+MIN_SECTION = 600  # the executor's inspirations get at least twice this
 FALLBACK_PLAN = "Make the parent faster while keeping every result exact: remove the dominant cost you can see in its code."
 
 
@@ -78,10 +79,10 @@ def planner_prompt(ctx: Context, parent: Solution, inspirations: list[Solution],
     fixed = dict(instruction=ctx.instruction, machine=ctx.machine, parent_id=parent.id, parent_verdict=verdict_text(parent, ctx.feedback),
                  parent_lessons=(parent.lessons or "(none)")[: ctx.lesson_chars], parent_code=code_block(parent.files))
     budget = int(ctx.context_share * len(render("planner", **fixed, inspirations="", memory="", failures="")))
-    mem = fit([f"- {m}" for m in memory], max(int(0.3 * budget), MIN_SECTION))
+    mem = fit([f"- {m}" for m in memory], int(0.3 * budget))
     fails = fit([f"- {s.id}: {verdict_text(s, ctx.feedback)}. {(s.lessons or '')[:200]}" for s in failures],
-                max(int(0.2 * budget), 3 * MIN_SECTION))  # a failure's feedback is what fixes the next child
-    insp = fit([_inspiration(ctx, s, parent) for s in inspirations], max(budget - len(mem) - len(fails), 2 * MIN_SECTION), "\n\n")
+                max(int(0.2 * budget), MIN_FAILURES))  # a failure's feedback is what fixes the next child
+    insp = fit([_inspiration(ctx, s, parent) for s in inspirations], max(budget - len(mem) - len(fails), budget // 2), "\n\n")
     return render("planner", **fixed, inspirations=insp or "(none yet)", memory=mem or "(nothing yet)", failures=fails or "(none)")
 
 
