@@ -334,10 +334,13 @@ def test_a_search_through_ray_that_loses_a_node_ends_as_the_same_search_graded_h
     ray_args = ["--backend", "ray", "--set", f"evaluator.ray.address={cluster.address}", "--set", "evaluator.ray.ship_code=false",
                 "--set", f"evaluator.ray.node_cache_dir={shared / 'nodes'}"]
     env = {"PYTHONPATH": str(REPO)}
+    # the same prompts both ways: engineer's machine section names the machine that grades (here, or the cluster's)
+    same = ["--set", "search.feedback=benchmark"]
     with ScriptedLLMServer(slow_closed_form) as server:
-        local = Path(finish(pesflow(*run_args(server.openai_base_url, tmp_path / "local", shared / "backend", root), env_extra=env)))
+        local = Path(finish(pesflow(*run_args(server.openai_base_url, tmp_path / "local", shared / "backend", root), *same,
+                                    env_extra=env)))
     with ScriptedLLMServer(slow_closed_form) as server:
-        p = pesflow(*run_args(server.openai_base_url, tmp_path / "ray", shared / "backend", root), *ray_args, env_extra=env)
+        p = pesflow(*run_args(server.openai_base_url, tmp_path / "ray", shared / "backend", root), *ray_args, *same, env_extra=env)
         deadline = time.monotonic() + 180
         while not (_sleepers() and _running(shared)) and p.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
