@@ -101,21 +101,19 @@ def measure(device: str, small: bool = False, timeout: float = 300) -> dict[str,
     return facts
 
 
-def _key(device: str) -> str:
-    """One cache file per device model: the GPU's name from the driver, the CPU's model line."""
+def _name(device: str) -> str:
+    """The device's model: the GPU's name from the driver, the CPU's model line and its cores."""
     if device == "cuda":
         try:
-            name = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                                  text=True, timeout=20).stdout.splitlines()[0]
+            return subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                                  text=True, timeout=20).stdout.splitlines()[0].strip()
         except (OSError, subprocess.TimeoutExpired, IndexError):
             return ""
-    else:
-        try:
-            name = next(ln.split(":", 1)[1] for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name"))
-        except (OSError, StopIteration):
-            name = "cpu"
-        name = f"{name}-{os.cpu_count()}"
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", f"{device}-{name.strip()}")[:120]
+    try:
+        name = next(ln.split(":", 1)[1] for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        name = "cpu"
+    return f"{name.strip()}-{os.cpu_count()}"
 
 
 def known(name: str) -> dict[str, Any] | None:
@@ -128,7 +126,8 @@ def known(name: str) -> dict[str, Any] | None:
 
 def facts(device: str, cache_dir: Path, small: bool = False) -> dict[str, Any] | None:
     """The device's facts: cached, else measured here once and cached, else the table's."""
-    key = _key(device)
+    name = _name(device)
+    key = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{device}-{name}")[:120] if name else ""  # one cache file per model
     p = Path(cache_dir) / "machine" / f"{key}.json"
     if key and p.is_file():
         try:
@@ -137,7 +136,7 @@ def facts(device: str, cache_dir: Path, small: bool = False) -> dict[str, Any] |
             pass
     got = measure(device, small=small)
     if got is None:
-        return known(key) if device == "cuda" else None
+        return known(name) if device == "cuda" and name else None
     if key:
         p.parent.mkdir(parents=True, exist_ok=True)
         tmp = p.with_suffix(f".{os.getpid()}.tmp")

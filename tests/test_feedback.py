@@ -186,3 +186,12 @@ def test_a_resumed_search_counts_the_dev_submissions_its_journal_holds():
     assert g.dev_submissions == 4  # the hidden grading and the one served again are not submissions
     assert g.dev_best == {"submission": 3, "reward": 0.5, "speedup": 3.0, "tree": ""}  # correct, strictly greater
     assert g._submission("dev") == {"count": 5, "best": g.dev_best} and g._submission("hidden") is None
+
+
+def test_a_gpu_that_cannot_be_measured_gets_its_datasheet_by_its_driver_name(tmp_path, monkeypatch):
+    from evaluator import ceilings
+    monkeypatch.setattr(ceilings, "_name", lambda device: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(ceilings, "measure", lambda device, small=False: None)
+    got = ceilings.facts("cuda", tmp_path)
+    assert got["bandwidth_gbs"] == 3350 and got["source"] == "datasheet (H100 80GB HBM3), not measured"
+    assert not (tmp_path / "machine").exists()  # a datasheet is not a measurement: nothing cached
