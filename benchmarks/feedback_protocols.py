@@ -23,8 +23,6 @@ import argparse
 import json
 import os
 import re
-import shutil
-import statistics
 import sys
 import tempfile
 import threading
@@ -36,7 +34,7 @@ sys.path.insert(0, str(REPO))
 from agent.config import load_config  # noqa: E402
 from agent.search.session import start_run  # noqa: E402
 from tests.llm_server import Reply, Request, ScriptedLLMServer  # noqa: E402
-from tests.test_feedback_search import V_CLOSED, loop_package  # noqa: E402
+from tests.test_feedback_search import V_CLOSED, closed_at_once, loop_package  # noqa: E402
 
 PROTOCOLS = ("benchmark", "engineer")
 
@@ -103,6 +101,16 @@ def per_round(run_dir: Path) -> dict[str, float]:
             "llm_calls": len(calls)}
 
 
+def ours_only(prompt: str) -> str:
+    """A prompt kept as an example: its structure and what pesflow said, the package's own
+    instruction and code (another project's text) replaced by their sizes."""
+    prompt = re.sub(r"(# The task\n)(.*?)(\n# The machine the grader runs on|\n# The parent program|\n# The plan for this round)",
+                    lambda m: f"{m.group(1)}(the package's instruction.md, {m.group(2).count(chr(10)) + 1} lines, not kept here)\n"
+                              f"{m.group(3)}", prompt, count=1, flags=re.S)
+    return re.sub(r"(```[^\n]*\n)(.*?)\n```",
+                  lambda m: f"{m.group(1)}(the package's code, {m.group(2).count(chr(10)) + 1} lines, not kept here)\n```", prompt, flags=re.S)
+
+
 def examples(tasks_root: Path, tasks: list[str], rounds: int, dest: Path, cache: Path, work: Path) -> list[str]:
     """A 4-round search per protocol on each of the benchmark's packages; one planner and one
     executor prompt of each kept under `dest`."""
@@ -135,7 +143,7 @@ def examples(tasks_root: Path, tasks: list[str], rounds: int, dest: Path, cache:
             executor = fix or next(iter(sorted(run_dir.glob("rounds/*/executor/*/prompt.md"))), None)
             for name, p in (("planner.md", planner), ("executor.md", executor)):
                 if p is not None and p.is_file():
-                    shutil.copyfile(p, keep / name)
+                    (keep / name).write_text(ours_only(p.read_text()))
             row = per_round(run_dir)
             lines.append(f"| {task} | {protocol} | {row['rounds']} | {row['input_tokens_per_round']:.0f} | "
                          f"{row['prompt_chars_per_round']:.0f} | {row['grading_s_per_round']:.1f} | {row['llm_calls']} |")
@@ -171,11 +179,8 @@ def main() -> int:
     out += ["", f"engineer over benchmark: {e['input_tokens_per_round'] - b['input_tokens_per_round']:+.0f} input tokens "
             f"and {e['grading_s_per_round'] - b['grading_s_per_round']:+.2f} grading s per round.", ""]
     # 2. the stop rules' saved calls
-    closed = lambda req: Reply(text=("Use the closed form." if "You are the planner" in req.messages[-1]["content"] else  # noqa: E731
-                                     json.dumps({"children": {}, "memory": []}) if "You are the summarizer" in req.messages[-1]["content"]
-                                     else f"toy/kernel.py\n```python\n{V_CLOSED}```\n"))
-    full, full_calls = search(root, work / "runs-full", cache, closed, **{"loop.rounds": args.rounds})
-    early, early_calls = search(root, work / "runs-target", cache, closed, **{"loop.rounds": args.rounds, "loop.target": 50})
+    full, full_calls = search(root, work / "runs-full", cache, closed_at_once, **{"loop.rounds": args.rounds})
+    early, early_calls = search(root, work / "runs-target", cache, closed_at_once, **{"loop.rounds": args.rounds, "loop.target": 50})
     fr, er = (json.loads((d / "run.json").read_text()) for d in (full, early))
     out += ["## 2. loop.target=50 on a search whose first child reaches it", "",
             "| run | rounds done | LLM calls | dev gradings | stopped by |", "|---|---|---|---|---|",

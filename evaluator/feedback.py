@@ -143,11 +143,8 @@ def _traceback(lines: list[str], i: int, scope: list[str]) -> tuple[list[str], i
                 outside += 1
             j += step
             continue
-        if lines[j].startswith((" ", "\t")) and not lines[j].strip().startswith(("^", "~")) and lines[j].strip():
+        if lines[j].strip() and (lines[j].startswith((" ", "\t")) or lines[j].strip().startswith(("^", "~"))):
             j += 1  # a frame's extra lines (carets, locals)
-            continue
-        if lines[j].strip().startswith(("^", "~")):
-            j += 1
             continue
         break
     if outside:
@@ -163,7 +160,7 @@ def _traceback(lines: list[str], i: int, scope: list[str]) -> tuple[list[str], i
             out.append(said[0].split(":", 1)[0] + ": (its message withheld: raised in the grader's own files)")
         else:
             out += [s[:300] for s in said]
-    return (out if frames else []), max(j + 1, k if said else j + 1)
+    return (out if frames else []), k
 
 
 def candidate_diagnostics(text: str, scope: list[str]) -> list[str]:

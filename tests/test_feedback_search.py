@@ -182,7 +182,7 @@ def test_the_child_is_fixed_only_where_the_protocol_shows_the_error(loop_root, t
     assert run["config"]["search"]["feedback"] == protocol
     assert run["totals"]["scorings"]["dev_cap"] == 16 and run["totals"]["scorings"]["dev_over_cap"] is False
     assert ("# The machine the grader runs on" in prompt) == (protocol == "engineer")  # its measured ceilings
-    assert run["machine"] == ("" if protocol == "benchmark" else run["machine"]) and (protocol == "benchmark" or "GB/s" in run["machine"])
+    assert (run["machine"] == "") == (protocol == "benchmark") and ("GB/s" in run["machine"]) == (protocol == "engineer")
     if protocol == "engineer":
         assert "K9Q" in prompt and "toy/kernel.py" in prompt
         assert second["status"] == "ok" and second["speedup"] and second["speedup"] > 10
@@ -230,17 +230,19 @@ def test_a_failing_child_gets_a_fix_turn_with_its_own_feedback(loop_root, tmp_pa
     assert again == "finished" and sorted(_population(dest)) == sorted(pop)
 
 
+def closed_at_once(req: Request) -> Reply:
+    """A model whose every child is the closed form (a 396x child in round 1)."""
+    user = req.messages[-1]["content"]
+    if "You are the summarizer" in user:
+        ids = re.findall(r"^## (r\d\d-c\d+):", user, re.M)
+        return Reply(text=json.dumps({"children": {i: "fast" for i in ids}, "memory": ["closed form"]}))
+    if "You are the planner" in user:
+        return Reply(text="Use the closed form.")
+    return Reply(text=f"toy/kernel.py\n```python\n{V_CLOSED}```\n")
+
+
 def test_a_search_that_reaches_its_target_stops_and_says_so(loop_root, tmp_path, cache_dir, capsys):
     from agent.cli import _say_stop
-
-    def closed_at_once(req: Request) -> Reply:
-        user = req.messages[-1]["content"]
-        if "You are the summarizer" in user:
-            ids = re.findall(r"^## (r\d\d-c\d+):", user, re.M)
-            return Reply(text=json.dumps({"children": {i: "fast" for i in ids}, "memory": ["closed form"]}))
-        if "You are the planner" in user:
-            return Reply(text="Use the closed form.")
-        return Reply(text=f"toy/kernel.py\n```python\n{V_CLOSED}```\n")
 
     with ScriptedLLMServer(closed_at_once) as server:
         cfg = load_config(sets=[f"llm.default=openai:test-model", f"llm.base_url={server.openai_base_url}", "loop.rounds=4",

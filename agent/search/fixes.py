@@ -19,6 +19,11 @@ from evaluator.verdict import Status, Verdict
 NOT_OURS = (Status.infra_error, Status.grader_error)
 
 
+def child_id(k: int, i: int, t: int = 0) -> str:
+    """Round k's child i, or its t-th fix turn (r03-c1, r03-c1-f1)."""
+    return f"r{k:02d}-c{i}" + (f"-f{t}" if t else "")
+
+
 def solution_from(v: Verdict, **fields: Any) -> Solution:
     """A verdict as the population keeps it: its status and gates as the grader gave them (whether
     that is correct is evaluator.verdict's one rule, asked through Solution.correct)."""
@@ -64,9 +69,7 @@ def stop_rule(best_by_round: list[dict[str, Any]], patience: int | None, target:
     if target is not None and fig is not None and fig >= target:
         return "target_reached"
     if patience is not None:
-        same = 0
-        for prev, cur in zip(best_by_round[-patience - 1:-1], best_by_round[-patience:]):
-            same += prev.get("best_id") == cur.get("best_id")
-        if len(best_by_round) > patience and same == patience:
+        last_ids = [b.get("best_id") for b in best_by_round[-patience - 1:]]
+        if len(last_ids) == patience + 1 and len(set(last_ids)) == 1:
             return "patience"
     return None

@@ -67,9 +67,6 @@ def untrusted_note(sol: Solution) -> str:
     return f"NOT COUNTED, {what}: {trust_words(sol.trust)}. Do not repeat this; it is detected every time."
 
 
-PROTOCOLS = ("benchmark", "engineer")
-
-
 def verdict_text(sol: Solution, protocol: str = "benchmark") -> str:
     """What the model may know of a verdict: no reward, no anchor, no figure of a grading that does
     not count. `protocol` (search.feedback, or "line": pesflow's one line alone): benchmark shows a dev grading as the package's own loop

@@ -16,7 +16,7 @@ from typing import Callable
 from agent.llm.gateway import BudgetExhausted, Gateway
 from agent.population.database import Solution
 from agent.search import roles
-from agent.search.fixes import needs_fix, solution_from
+from agent.search.fixes import child_id, needs_fix, solution_from
 from agent.search.pipeline import in_parallel
 from agent.search.prompts import verdict_text
 from agent.search.state import Selection, files_hash
@@ -95,7 +95,7 @@ def propose(gw: Gateway, ctx: roles.Context, work: Work, submit: Submit, *, use_
         why = needs_fix(v, work.parent)
         if why is None:
             return None
-        sol = solution_from(v, id=f"r{k:02d}-c{i}" + (f"-f{t}" if t else ""), parent_id=work.parent.id, island=sel.island,
+        sol = solution_from(v, id=child_id(k, i, t), parent_id=work.parent.id, island=sel.island,
                             round=k, files=last.files, content_hash=files_hash(last.files))
         return why, verdict_text(sol, ctx.feedback)
 

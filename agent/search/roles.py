@@ -22,7 +22,8 @@ WHOLE_FILE_HELP = (
     "whose info string names the file, e.g.\n```python path/to/file.py\n<the whole file>\n```"
 )
 MIN_FAILURES = 1800  # characters the planner's recent failures get however small the task's text: one failure's feedback fits
-MIN_SECTION = 600  # the executor's inspirations get at least twice this
+MIN_INSPIRATIONS = 1200  # characters the executor's inspirations get however small the task's text
+EDIT_FORMAT_SHORT = "SEARCH/REPLACE blocks or whole files in fenced blocks"
 FALLBACK_PLAN = "Make the parent faster while keeping every result exact: remove the dominant cost you can see in its code."
 
 
@@ -111,11 +112,11 @@ class Child:
 def executor_prompt(ctx: Context, parent: Solution, plan_text: str, child_index: int, children: int,
                     inspirations: list[Solution] = ()) -> str:  # type: ignore[assignment]
     """The executor's prompt: the plan, the parent's code, and the inspirations as diffs against
-    the parent within `context_share` of the rest (at least 2 x MIN_SECTION characters)."""
+    the parent within `context_share` of the rest (at least MIN_INSPIRATIONS characters)."""
     fixed = dict(instruction=ctx.instruction, machine=ctx.machine, plan=plan_text, child_index=child_index + 1, children=children,
                  variant=variant(child_index), parent_id=parent.id, parent_code=code_block(parent.files),
                  edit_format=WHOLE_FILE_HELP if ctx.whole_files_only else EDIT_FORMAT_HELP, scope=", ".join(ctx.scope))
-    budget = max(int(ctx.context_share * len(render("executor", **fixed, inspirations=""))), 2 * MIN_SECTION)
+    budget = max(int(ctx.context_share * len(render("executor", **fixed, inspirations=""))), MIN_INSPIRATIONS)
     insp = fit([_inspiration(ctx, s, parent) for s in inspirations], budget, "\n\n")
     return render("executor", **fixed, inspirations=insp or "(none)")
 
@@ -123,43 +124,39 @@ def executor_prompt(ctx: Context, parent: Solution, plan_text: str, child_index:
 def propose(gw: Gateway, ctx: Context, parent: Solution, plan_text: str, child_index: int, children: int,
             tag: str, repair_attempts: int = 1, inspirations: list[Solution] = ()) -> Child:  # type: ignore[assignment]
     prompt = executor_prompt(ctx, parent, plan_text, child_index, children, inspirations)
-    out = gw.call("executor", SYSTEM, prompt, tag)
-    transcript = [(out.sent, out.text or f"(no answer: {out.error})")]
-    if out.text is None:
-        return Child(None, "llm_error", out.error or "", transcript)
-    for attempt in range(repair_attempts + 1):
-        result = extract_and_apply(out.text, parent.files)
-        if result.ok:
-            return Child({**parent.files, **result.files}, "ok", "", transcript, repaired=attempt > 0)
-        problem = format_failures(result.failures) if result.failures else "Your edits changed nothing in the code."
-        if attempt == repair_attempts:
-            return Child(None, "no_code", problem[:600], transcript, repaired=attempt > 0)
-        repair = render("repair", failures=problem, parent_code=code_block(parent.files),
-                        edit_format_short="SEARCH/REPLACE blocks or whole files in fenced blocks")
-        out = gw.call("repair", SYSTEM, prompt + "\n\n# Your previous answer\n" + out.text + "\n\n" + repair, f"{tag}/repair{attempt + 1}")
-        transcript.append((out.sent, out.text or f"(no answer: {out.error})"))
-        if out.text is None:
-            return Child(None, "llm_error", out.error or "", transcript, repaired=True)
-    raise AssertionError("unreachable")
+    return _answered(gw, "executor", prompt, parent.files, tag, repair_attempts)
 
 
 def fix(gw: Gateway, ctx: Context, first_prompt: str, child: Child, said: str, why: str, tag: str) -> Child:
     """One fix turn (agent/search/fixes.py): the executor's first prompt, its last answer, the code
     that answer made and what the grading said of it (`said`, under the run's protocol); edits
     apply to that code."""
-    last_answer = child.transcript[-1][1]
     assert child.files is not None
-    turn = render("fix", why=why, verdict=said, child_code=code_block(child.files),
-                  edit_format_short="SEARCH/REPLACE blocks or whole files in fenced blocks")
-    out = gw.call("executor", SYSTEM, first_prompt + "\n\n# Your previous answer\n" + last_answer + "\n\n" + turn, tag)
+    turn = render("fix", why=why, verdict=said, child_code=code_block(child.files), edit_format_short=EDIT_FORMAT_SHORT)
+    prompt = first_prompt + "\n\n# Your previous answer\n" + child.transcript[-1][1] + "\n\n" + turn
+    return _answered(gw, "executor", prompt, child.files, tag, repair_attempts=0)
+
+
+def _answered(gw: Gateway, role: str, prompt: str, base: dict[str, str], tag: str, repair_attempts: int) -> Child:
+    """The child an answer to `prompt` makes of the files `base`; an answer whose edits do not
+    apply goes back to the model up to `repair_attempts` times."""
+    out = gw.call(role, SYSTEM, prompt, tag)
     transcript = [(out.sent, out.text or f"(no answer: {out.error})")]
     if out.text is None:
         return Child(None, "llm_error", out.error or "", transcript)
-    result = extract_and_apply(out.text, child.files)
-    if not result.ok:
+    for attempt in range(repair_attempts + 1):
+        result = extract_and_apply(out.text, base)
+        if result.ok:
+            return Child({**base, **result.files}, "ok", "", transcript, repaired=attempt > 0)
         problem = format_failures(result.failures) if result.failures else "Your edits changed nothing in the code."
-        return Child(None, "no_code", problem[:600], transcript)
-    return Child({**child.files, **result.files}, "ok", "", transcript)
+        if attempt == repair_attempts:
+            return Child(None, "no_code", problem[:600], transcript, repaired=attempt > 0)
+        repair = render("repair", failures=problem, parent_code=code_block(base), edit_format_short=EDIT_FORMAT_SHORT)
+        out = gw.call("repair", SYSTEM, prompt + "\n\n# Your previous answer\n" + out.text + "\n\n" + repair, f"{tag}/repair{attempt + 1}")
+        transcript.append((out.sent, out.text or f"(no answer: {out.error})"))
+        if out.text is None:
+            return Child(None, "llm_error", out.error or "", transcript, repaired=True)
+    raise AssertionError("unreachable")
 
 
 # ---------------------------------------------------------------- summarizer

@@ -28,7 +28,7 @@ from agent.search import faults, roles
 from agent.search.grading import Grading
 from agent.search.pipeline import GraderPool, Pipeline
 from agent.search.progress import Progress, best_entry
-from agent.search.fixes import STOP_RULES, solution_from, stop_rule
+from agent.search.fixes import STOP_RULES, child_id, solution_from, stop_rule
 from agent.search.proposal import Proposal, Work, propose
 from agent.search.state import RoundState, SearchState, Selection, files_hash, rng_state
 from agent.search.utilization import Busy, Depth, one_line, utilization
@@ -201,7 +201,7 @@ class Search:
             self.journal(Event.plan, round=k, parent_id=parent.id, ok=p.plan_ok, plan=p.plan)
         else:
             self.journal(Event.plan, round=k, parent_id=parent.id, ok=True, plan=p.plan, planner=False)
-        ids = [f"r{k:02d}-c{i}" + (f"-f{t}" if t else "") for i, t in (p.turns or [(j, 0) for j in range(len(p.drafts))])]
+        ids = [child_id(k, i, t) for i, t in p.turns]
         fixes = {j: ids[j - 1] for j, (_, t) in enumerate(p.turns) if t}  # a fix turn: a child of the one it fixes
         for i, c in enumerate(p.drafts):
             cid = ids[i]
