@@ -194,12 +194,12 @@ def assemble(cfg: Config, task: Task, store: RunStore, roots: list[str], clients
                     feedback=cfg.search.feedback)
     search.grading.recorded = RecordedVerdicts(list(events))
     search.grading.count_recorded(list(events))
-    search.ctx.machine = machine_section(cfg, task, ev) if machine is None else machine
+    search.ctx.machine = machine_section(cfg, task) if machine is None else machine
     store.update_run(machine=search.ctx.machine)
     return Session(search, ev, progress, store)
 
 
-def machine_section(cfg: Config, task: Task, ev: Evaluator) -> str:
+def machine_section(cfg: Config, task: Task) -> str:
     """The grading machine and its ceilings as a prompt section (engineer only): measured here
     once per device and cached (evaluator/ceilings.py) where the backend grades on this machine."""
     if cfg.search.feedback != "engineer":
