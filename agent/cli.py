@@ -224,7 +224,7 @@ def _say_cap(command: str, run_dir: Path, status: str) -> None:
 
 
 def _say_stop(command: str, run_dir: Path) -> None:
-    """A search a stop rule ended early says which (loop.target, loop.patience)."""
+    """A search a stop rule ended early says which (loop.target, loop.patience, loop.roofline_stop)."""
     try:
         run = json.loads((run_dir / "run.json").read_text())
     except (OSError, ValueError):
@@ -236,6 +236,10 @@ def _say_stop(command: str, run_dir: Path) -> None:
     elif rule == "patience":
         print(f"pesflow {command}: stopped by loop.patience: no new best in {loop.get('patience')} rounds "
               f"(after round {run.get('rounds_done')} of {loop.get('rounds')})", file=sys.stderr)
+    elif rule == "roofline_reached":
+        print(f"pesflow {command}: stopped by loop.roofline_stop: the best's dominant kernel reached "
+              f"{loop.get('roofline_stop')} of a ceiling after round {run.get('rounds_done')} of {loop.get('rounds')}",
+              file=sys.stderr)
 
 
 def _run_backend(run_dir: Path) -> None:

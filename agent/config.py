@@ -52,6 +52,7 @@ class LoopConfig(_Strict):
     repair_attempts: int = Field(1, ge=0)
     patience: int | None = Field(None, ge=1)  # stop after this many rounds without a new best
     target: float | None = Field(None, gt=0)  # stop once the best reaches this speedup (its dev figure where it has none)
+    roofline_stop: float | None = Field(None, gt=0, le=1)  # engineer, GPU: stop once the best's dominant kernel is at this share of a ceiling
     fix_turns: int = Field(0, ge=0, le=8)  # more executor turns for a child that fails or is not faster (agent/search/fixes.py)
     recent_failures: int = Field(4, ge=0)
     memory_items: int = Field(12, ge=1)

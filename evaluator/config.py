@@ -107,3 +107,4 @@ class EvaluatorConfig(_Strict):
     modal: ModalConfig = Field(default_factory=ModalConfig)
     ray: RayConfig = Field(default_factory=RayConfig)
     trust: TrustConfig = Field(default_factory=TrustConfig)
+    profile_sec: float = Field(3.0, gt=0)  # a profiled dev grading's repeated calls (evaluator/profile.py), the baseline's half that

@@ -26,6 +26,7 @@ from evaluator.modes import PackageLacks
 from evaluator.parallel import ParallelBackend
 from evaluator.scoring import benchmark_reward, dev_figure, speedup_from_dev
 from evaluator.feedback import candidate_diagnostics, dev_details, dev_output, loop_env, loop_feedback
+from evaluator import profile as profiles
 from evaluator.hardware import gpu_available
 from evaluator.task import OFFICIAL_URL, Task, TaskError, load_task, task_roots
 from evaluator.trust import watch, written
@@ -70,9 +71,12 @@ class Evaluator:
 
     def evaluate(self, task: Task | str, *, mode: Mode = "candidate", candidate: Path | CandidateSource | None = None,
                  grader: str | None = None, out_dir: Path | None = None, device: str | None = None,
-                 artifact: Path | None = None, loop: dict[str, Any] | None = None) -> Verdict:
+                 artifact: Path | None = None, loop: dict[str, Any] | None = None,
+                 profile: dict[str, Any] | None = None) -> Verdict:
         """`loop`: a search's dev submission count and best-so-far ({"count", "best"}), for the
-        package's own loop feedback (evaluator/feedback.py); None: a lone submission."""
+        package's own loop feedback (evaluator/feedback.py); None: a lone submission. `profile`: a
+        dev grading's candidate is profiled too, its figures set against these machine facts
+        (evaluator/ceilings.py; {} where none are known): Verdict.profile (evaluator/profile.py)."""
         task = self.task(task) if isinstance(task, str) else task
         grader = grader or self.config.grader
         # a backend whose gradings bring their own GPUs (Modal, Ray) needs none here
@@ -90,6 +94,8 @@ class Evaluator:
         def finish(v: Verdict) -> Verdict:
             v.seconds = round(time.monotonic() - start, 3)
             v.feedback, v.diagnostics, v.dev_details = said_to_the_model(log_dir, grader, task.scope)
+            if profile is not None and grader == "dev":
+                v.profile = profiles.summary(profiles.read(log_dir), profile, self._no_profile(v))
             (log_dir / "verdict.json").write_text(v.model_dump_json(indent=1))
             return v
 
@@ -134,7 +140,8 @@ class Evaluator:
             *(r for r in task.scope if "*" not in r), *screened])}
         scope_texts = {**baseline, **screened}
         guard = self.trust.guard_config(mode, task.source_root, scope_texts, baseline, env, warm_key=task.content_hash[:20])
-        g = _Grading(task, prepared, mode, grader, device, env, files, screened, baseline, guard, log_dir, timeout, base, reviewer)
+        g = _Grading(task, prepared, mode, grader, device, env, files, screened, baseline, guard, log_dir, timeout, base, reviewer,
+                     profile=profile is not None and grader == "dev")
         two, why = watch.apart(self.config.trust.watch, task.toml.primary_metric.metric_kind, task.toml.verifier.timing_metric)
         try:
             if guard is not None and two:
@@ -226,6 +233,15 @@ class Evaluator:
             verdict.message += f"; {note}"
         return judged(withhold_untrusted(verdict, read_reward_file(g.log_dir / "logs/verifier/verifier_state.json")))
 
+    def _no_profile(self, v: Verdict) -> str:
+        """Why a grading asked for a profile has none, where the probe made none."""
+        if not v.correct:
+            return f"it did not pass ({v.status.value}): there is nothing to profile"
+        t = self.config.trust
+        if not (t.enabled and t.runtime and t.probes):
+            return "the profile rides on the trust probes, which are off (evaluator.trust)"
+        return "no call into the candidate was kept to replay"
+
     @staticmethod
     def _is_noop(g: "_Grading") -> bool:
         return g.mode == "noop" or (g.mode == "candidate" and not g.files)
@@ -291,7 +307,8 @@ class Evaluator:
             correct=v.correct and v.status == Status.ok, speedup=figure,
             anchor=task.anchor.value if v.speedup is not None else None,
             prober=prober if backend_prober is not None else None, log_dir=g.log_dir,
-            baseline_scale=v.speedup is not None, warm_key=task.content_hash[:20], graders=self._grader_text(task))
+            baseline_scale=v.speedup is not None, warm_key=task.content_hash[:20], graders=self._grader_text(task),
+            profile={"budget_sec": self.config.profile_sec} if g.profile and v.correct else None)
         probes = v.trust.checks.get("probes")
         if isinstance(probes, dict) and probes.get("ran"):  # where they ran: the grading's own sandbox, or a new one
             probes["sandbox"] = "the grading's" if getattr(backend_prober, "same_sandbox", False) else "fresh"
@@ -365,6 +382,7 @@ class _Grading:
     base: dict
     reviewer: dict = field(default_factory=dict)  # reviewer-only files (oracle, negative patch)
     official: Verdict | None = None  # a watched grading's: the scored grading's verdict, whose figure counts
+    profile: bool = False  # the probe profiles the candidate too (evaluator/profile.py)
 
 
 def said_to_the_model(log_dir: Path, grader: str, scope: list[str]) -> tuple[str | None, list[str], list[str]]:

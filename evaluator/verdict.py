@@ -68,6 +68,7 @@ class Verdict(BaseModel):
     feedback: str | None = None  # a dev grading's lines from the package's own loop (evaluator/feedback.py)
     diagnostics: list[str] = Field(default_factory=list)  # the candidate's own errors in the grader's output
     dev_details: list[str] = Field(default_factory=list)  # a dev grading's failed checks and per-workload figures
+    profile: dict[str, Any] | None = None  # where a dev-graded candidate's time goes (evaluator/profile.py), when asked
 
     @property
     def correct(self) -> bool:

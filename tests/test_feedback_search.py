@@ -183,6 +183,9 @@ def test_the_child_is_fixed_only_where_the_protocol_shows_the_error(loop_root, t
     assert run["totals"]["scorings"]["dev_cap"] == 16 and run["totals"]["scorings"]["dev_over_cap"] is False
     assert ("# The machine the grader runs on" in prompt) == (protocol == "engineer")  # its measured ceilings
     assert (run["machine"] == "") == (protocol == "benchmark") and ("GB/s" in run["machine"]) == (protocol == "engineer")
+    # the parent's profile (the baseline's loop: its own Python), engineer only
+    assert ("# Where the time goes" in prompt) == (protocol == "engineer")
+    assert ("limiter: python" in prompt) == (protocol == "engineer")
     if protocol == "engineer":
         assert "K9Q" in prompt and "toy/kernel.py" in prompt
         assert second["status"] == "ok" and second["speedup"] and second["speedup"] > 10
@@ -282,3 +285,62 @@ def test_a_failing_dev_check_s_message_fixes_the_child_where_it_is_shown(tmp_pat
         assert pop["r01-c0-f1"]["status"] == "ok"
     else:  # shown nothing new, the model answers the same code: no change, so nothing to grade
         assert pop["r01-c0-f1"]["status"] == "no_code" and "H3X" not in json.dumps([r.body for r in requests])
+
+
+V_NATIVE = """def sum_squares(n):
+    return sum(map(int.__mul__, range(n), range(n)))
+"""
+
+
+def test_a_dev_grading_asked_for_a_profile_says_where_the_candidate_s_time_goes(loop_root, tmp_path, cache_dir):
+    """The probe's profile of the candidate on a dev input: what bounds it (native calls here, the
+    baseline's own Python loop), the frozen baseline's time beside it; one line why where there is none."""
+    ev = Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache_dir))), tasks_roots=[str(loop_root)], log_root=tmp_path)
+    try:
+        task = ev.task("kfc/toy-sum")
+        native = ev.evaluate(task, candidate=CandidateSource(files={"toy/kernel.py": V_NATIVE}), grader="dev", profile={})
+        assert native.correct and native.profile["limiter"] == "native", native.profile
+        assert any(ln.startswith("the frozen baseline on the same input: ") for ln in native.profile["lines"])
+        base = ev.evaluate(task, candidate=CandidateSource(files={}), grader="dev", profile={})
+        assert base.profile["limiter"] == "python" and not any("frozen baseline" in ln for ln in base.profile["lines"])
+        bad = ev.evaluate(task, candidate=CandidateSource(files={"toy/kernel.py": V_TABLE}), grader="dev", profile={})
+        assert bad.profile["lines"] == ["(no profile: it did not pass (hard_fail): there is nothing to profile)"]
+        hidden = ev.evaluate(task, candidate=CandidateSource(files={"toy/kernel.py": V_NATIVE}), grader="hidden", profile={})
+        assert hidden.profile is None  # never on the hidden grader
+        unasked = ev.evaluate(task, candidate=CandidateSource(files={"toy/kernel.py": V_NATIVE}), grader="dev")
+        assert unasked.profile is None and unasked.dev == native.dev  # the profile moves no figure
+    finally:
+        ev.close()
+
+
+def by_the_limiter(req: Request) -> Reply:
+    """A model that plans from the profile's limiter: the closed form for a parent bound by its
+    own Python, fewer calls for one bound by native calls, and a guess (a table) without a profile."""
+    user = req.messages[-1]["content"]
+    if "You are the summarizer" in user:
+        return Reply(text=json.dumps({"children": {}, "memory": []}))
+    if "You are the planner" in user:
+        if "limiter: python" in user:
+            return Reply(text="The parent is bound by its own Python loop: replace the loop by the closed form.")
+        if "limiter: native" in user:
+            return Reply(text="The parent is bound by native calls: call them less.")
+        return Reply(text="No profile: guess that a table helps.")
+    if "own Python loop" in user:
+        return Reply(text=f"toy/kernel.py\n```python\n{V_CLOSED}```\n")
+    return Reply(text=f"toy/kernel.py\n```python\n{V_NATIVE if 'native calls' in user else V_TABLE}```\n")
+
+
+@pytest.mark.parametrize("protocol", ["engineer", "benchmark"])
+def test_a_model_that_branches_on_the_profile_s_limiter_takes_the_right_branch(loop_root, tmp_path, cache_dir, protocol):
+    run_dir, requests = _search(loop_root, tmp_path, cache_dir, protocol, answer=by_the_limiter, rounds=1)
+    child = _population(run_dir)["r01-c0"]
+    if protocol == "engineer":
+        assert "replace the loop by the closed form" in (run_dir / "rounds/01/planner/response.md").read_text()
+        assert child["status"] == "ok" and child["speedup"] > 10 and child["profile"]["limiter"] == "python"
+    else:
+        assert child["status"] == "hard_fail" and child["profile"] == {}
+        assert "Where the time goes" not in json.dumps([r.body for r in requests])
+    dest, again, _ = replay_run(run_dir, out=tmp_path / "replay")
+    assert again == "finished"
+    assert {i: (s["content_hash"], s["profile"]) for i, s in _population(dest).items()} == \
+        {i: (s["content_hash"], s["profile"]) for i, s in _population(run_dir).items()}

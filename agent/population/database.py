@@ -95,6 +95,7 @@ class Solution(BaseModel):
     feedback: str = ""  # its dev grading's lines from the package's own loop (evaluator/feedback.py)
     diagnostics: list[str] = Field(default_factory=list)  # its own errors in the grader's output
     dev_details: list[str] = Field(default_factory=list)  # its dev grading's failed checks and per-workload figures
+    profile: dict[str, Any] = Field(default_factory=dict)  # where its time goes (evaluator/profile.py summary), engineer
 
     @field_validator("id")
     @classmethod

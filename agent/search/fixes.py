@@ -31,7 +31,8 @@ def solution_from(v: Verdict, **fields: Any) -> Solution:
     return Solution(status=v.status.value, speedup=v.speedup, reward=v.reward, hard_fail_reasons=list(v.hard_fail_reasons),
                     dev_figure=dev.value if dev else None, dev_kind=dev.kind if dev else None,
                     tests_passed=v.tests.passed, tests_total=v.tests.total, trust=v.trust.model_copy(deep=True),
-                    feedback=v.feedback or "", diagnostics=list(v.diagnostics), dev_details=list(v.dev_details), **fields)
+                    feedback=v.feedback or "", diagnostics=list(v.diagnostics), dev_details=list(v.dev_details),
+                    profile=dict(v.profile or {}), **fields)
 
 
 def needs_fix(v: Verdict | None, parent: Solution) -> str | None:
@@ -48,7 +49,7 @@ def needs_fix(v: Verdict | None, parent: Solution) -> str | None:
     return None
 
 
-STOP_RULES = ("target_reached", "patience")
+STOP_RULES = ("target_reached", "patience", "roofline_reached")
 
 
 def _figure(entry: dict[str, Any]) -> float | None:
@@ -58,16 +59,21 @@ def _figure(entry: dict[str, Any]) -> float | None:
     return float(dev["value"]) if isinstance(dev, dict) and dev.get("value") is not None else None
 
 
-def stop_rule(best_by_round: list[dict[str, Any]], patience: int | None, target: float | None) -> str | None:
+def stop_rule(best_by_round: list[dict[str, Any]], patience: int | None, target: float | None,
+              roofline: float | None = None) -> str | None:
     """Which stop rule ends the search after the last round of `best_by_round` (one entry a
     round: its best's id and figure), or None: `target_reached` once the best's figure reaches
-    `target`; `patience` after `patience` rounds in a row whose best was not new."""
+    `target`; `roofline_reached` once its profile's dominant kernel is at `roofline` of a ceiling
+    (a GPU profile only: evaluator/profile.py); `patience` after `patience` rounds in a row whose
+    best was not new."""
     if not best_by_round:
         return None
     last = best_by_round[-1]
     fig = _figure(last)
     if target is not None and fig is not None and fig >= target:
         return "target_reached"
+    if roofline is not None and last.get("roofline") is not None and float(last["roofline"]) >= roofline:
+        return "roofline_reached"
     if patience is not None:
         last_ids = [b.get("best_id") for b in best_by_round[-patience - 1:]]
         if len(last_ids) == patience + 1 and len(set(last_ids)) == 1:

@@ -76,6 +76,9 @@ class Grading:
         # (evaluator/feedback.py)
         self.dev_submissions = 0
         self.dev_best: dict[str, Any] | None = None
+        # search.feedback engineer: dev gradings profile their candidate, set against these
+        # machine facts (evaluator/ceilings.py; {} where none are known); None: no profile
+        self.profile_facts: dict[str, Any] | None = None
         self._loop_lock = threading.Lock()
 
     def count_recorded(self, events: list[dict[str, Any]]) -> None:
@@ -111,7 +114,8 @@ class Grading:
     def _evaluate(self, files: dict[str, str], grader: str, out: Path, loop: dict[str, Any] | None = None) -> Verdict:
         changed = {p: t for p, t in files.items() if t != self.baseline_files.get(p)}
         with writing(out, self.store.root):  # the backend copies the grader's logs into the run directory
-            return self.ev.evaluate(self.task, candidate=CandidateSource(files=changed), grader=grader, out_dir=out, loop=loop)
+            return self.ev.evaluate(self.task, candidate=CandidateSource(files=changed), grader=grader, out_dir=out, loop=loop,
+                                    profile=self.profile_facts if grader == "dev" else None)
 
     def grade(self, files: dict[str, str], *, label: str = "", grader: str | None = None, round_: int = 0) -> Verdict:
         """`round_`: the round the candidate belongs to (for the crash tests' fault points). Safe to

@@ -33,6 +33,7 @@ class Work:
     parent: Solution
     inspirations: list[Solution]
     failures: list[Solution]
+    best: Solution | None = None  # the population's best, where it is not the parent
 
 
 @dataclass
@@ -56,7 +57,7 @@ def propose(gw: Gateway, ctx: roles.Context, work: Work, submit: Submit, *, use_
     try:
         if use_planner:
             p.plan, p.plan_prompt, p.plan_ok = roles.plan(gw, ctx, work.parent, work.inspirations, work.failures,
-                                                          sel.memory, tag=f"r{k}/plan")
+                                                          sel.memory, tag=f"r{k}/plan", best=work.best)
             p.planner_called = True
     except BudgetExhausted as e:
         p.stop = e.stop

@@ -63,6 +63,16 @@ def fit(items: list[str], budget: int, joiner: str = "\n") -> str:
     return joiner.join(out)
 
 
+def profile_section(ctx: Context, parent: Solution, best: Solution | None = None) -> str:
+    """Where the parent's time goes and what limits it, and the best's where it is another
+    program (engineer only: evaluator/profile.py's lines, made when each was graded)."""
+    if ctx.feedback != "engineer":
+        return ""
+    parts = [f"{s.id}{' (the best so far)' if s is best else ''}:\n" + "\n".join("    " + ln for ln in s.profile["lines"])
+             for s in (parent, best) if s is not None and s.profile.get("lines")]
+    return "\n# Where the time goes (a profile of the program on a dev input)\n" + "\n".join(parts) + "\n" if parts else ""
+
+
 def _inspiration(ctx: Context, s: Solution, parent: Solution) -> str:
     """An inspiration as what it changed against the parent: smaller than its code, and the part
     worth reading."""
@@ -73,13 +83,16 @@ def _inspiration(ctx: Context, s: Solution, parent: Solution) -> str:
 
 # ---------------------------------------------------------------- planner
 def planner_prompt(ctx: Context, parent: Solution, inspirations: list[Solution], failures: list[Solution],
-                   memory: list[str]) -> str:
+                   memory: list[str], best: Solution | None = None) -> str:
     """The planner's prompt. What the search has gathered (memory, recent failures, inspirations)
     shares one budget, `context_share` of the rest of the prompt, so that the prompt of round 16
     is about the size of round 1's instead of growing with the population."""
     fixed = dict(instruction=ctx.instruction, machine=ctx.machine, parent_id=parent.id, parent_verdict=verdict_text(parent, ctx.feedback),
-                 parent_lessons=(parent.lessons or "(none)")[: ctx.lesson_chars], parent_code=code_block(parent.files))
-    budget = int(ctx.context_share * len(render("planner", **fixed, inspirations="", memory="", failures="")))
+                 parent_lessons=(parent.lessons or "(none)")[: ctx.lesson_chars], parent_code=code_block(parent.files),
+                 profile=profile_section(ctx, parent, best))
+    # the profile is paid for from the gathered context's budget, not added to it
+    budget = int(ctx.context_share * len(render("planner", **{**fixed, "profile": ""}, inspirations="", memory="", failures=""))) \
+        - len(fixed["profile"])
     mem = fit([f"- {m}" for m in memory], int(0.3 * budget))
     fails = fit([f"- {s.id}: {verdict_text(s, ctx.feedback)}. {(s.lessons or '')[:200]}" for s in failures],
                 max(int(0.2 * budget), MIN_FAILURES))  # a failure's feedback is what fixes the next child
@@ -88,9 +101,9 @@ def planner_prompt(ctx: Context, parent: Solution, inspirations: list[Solution],
 
 
 def plan(gw: Gateway, ctx: Context, parent: Solution, inspirations: list[Solution], failures: list[Solution],
-         memory: list[str], tag: str) -> tuple[str, str, bool]:
+         memory: list[str], tag: str, best: Solution | None = None) -> tuple[str, str, bool]:
     """(plan, prompt, ok)"""
-    prompt = planner_prompt(ctx, parent, inspirations, failures, memory)
+    prompt = planner_prompt(ctx, parent, inspirations, failures, memory, best)
     out = gw.call("planner", SYSTEM, prompt, tag)
     if not out.text or not out.text.strip():
         return FALLBACK_PLAN, out.sent, False
@@ -115,7 +128,8 @@ def executor_prompt(ctx: Context, parent: Solution, plan_text: str, child_index:
     the parent within `context_share` of the rest (at least MIN_INSPIRATIONS characters)."""
     fixed = dict(instruction=ctx.instruction, machine=ctx.machine, plan=plan_text, child_index=child_index + 1, children=children,
                  variant=variant(child_index), parent_id=parent.id, parent_code=code_block(parent.files),
-                 edit_format=WHOLE_FILE_HELP if ctx.whole_files_only else EDIT_FORMAT_HELP, scope=", ".join(ctx.scope))
+                 edit_format=WHOLE_FILE_HELP if ctx.whole_files_only else EDIT_FORMAT_HELP, scope=", ".join(ctx.scope),
+                 profile=profile_section(ctx, parent))
     budget = max(int(ctx.context_share * len(render("executor", **fixed, inspirations=""))), MIN_INSPIRATIONS)
     insp = fit([_inspiration(ctx, s, parent) for s in inspirations], budget, "\n\n")
     return render("executor", **fixed, inspirations=insp or "(none)")

@@ -194,18 +194,27 @@ def assemble(cfg: Config, task: Task, store: RunStore, roots: list[str], clients
                     feedback=cfg.search.feedback)
     search.grading.recorded = RecordedVerdicts(list(events))
     search.grading.count_recorded(list(events))
-    search.ctx.machine = machine_section(cfg, task) if machine is None else machine
+    facts = machine_facts(cfg, task)
+    search.ctx.machine = machine_section(cfg, facts) if machine is None else machine
+    search.grading.profile_facts = (facts or {}) if cfg.search.feedback == "engineer" else None
     store.update_run(machine=search.ctx.machine)
     return Session(search, ev, progress, store)
 
 
-def machine_section(cfg: Config, task: Task) -> str:
-    """The grading machine and its ceilings as a prompt section (engineer only): measured here
-    once per device and cached (evaluator/ceilings.py) where the backend grades on this machine."""
+def machine_facts(cfg: Config, task: Task) -> dict[str, Any] | None:
+    """The grading machine's facts and ceilings (engineer only): measured here once per device
+    and cached (evaluator/ceilings.py) where the backend grades on this machine, else None."""
+    if cfg.search.feedback != "engineer" or cfg.evaluator.backend not in ("local", "docker"):
+        return None
+    return ceilings.facts("cuda" if task.gpus else "cpu", Path(cfg.evaluator.local.cache_dir).expanduser())
+
+
+def machine_section(cfg: Config, facts: dict[str, Any] | None) -> str:
+    """The grading machine and its ceilings as a prompt section (engineer only)."""
     if cfg.search.feedback != "engineer":
         return ""
     if cfg.evaluator.backend in ("local", "docker"):
-        lines = ceilings.describe(ceilings.facts("cuda" if task.gpus else "cpu", Path(cfg.evaluator.local.cache_dir).expanduser()))
+        lines = ceilings.describe(facts)
     else:
         lines = [f"(not measured: the gradings run on the {cfg.evaluator.backend} backend's machines)"]
     return "\n# The machine the grader runs on\n" + "\n".join(f"- {ln}" for ln in lines) + "\n"

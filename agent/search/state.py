@@ -34,16 +34,17 @@ class Selection:
     failure_ids: list[str]
     memory: list[str]
     children: int
+    best_id: str | None = None  # the population's best when chosen, where it is not the parent (its profile)
 
     def to_dict(self) -> dict[str, Any]:
         return {"round": self.round, "island": self.island, "parent_id": self.parent_id,
                 "inspiration_ids": list(self.inspiration_ids), "failure_ids": list(self.failure_ids),
-                "memory": list(self.memory), "children": self.children}
+                "memory": list(self.memory), "children": self.children, "best_id": self.best_id}
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> "Selection":
         return Selection(d["round"], d["island"], d["parent_id"], list(d["inspiration_ids"]), list(d["failure_ids"]),
-                         list(d["memory"]), d["children"])
+                         list(d["memory"]), d["children"], d.get("best_id"))
 
 
 def files_hash(files: dict[str, str]) -> str:

@@ -127,8 +127,9 @@ class Search:
         parent, inspirations = self.population.sample(island, self.state.rng)
         n = self.loop.recent_failures
         failures = [s for s in self.population.failures() if s.round > 0][-n:] if n else []
+        best = self.population.best()
         sel = Selection(k, island, parent.id, [s.id for s in inspirations], [s.id for s in failures], list(self.ctx.memory),
-                        self.loop.children_in(k))
+                        self.loop.children_in(k), best.id if best is not None and best.id != parent.id else None)
         self.journal(Event.selection, round=k, island=island, parent_id=parent.id, inspiration_ids=sel.inspiration_ids,
                      rng_state_before=before)
         return sel
@@ -179,7 +180,7 @@ class Search:
             if not self.pipeline.running(m):
                 pop = self.population
                 work = Work(sel, pop.get(sel.parent_id), [pop.get(i) for i in sel.inspiration_ids],
-                            [pop.get(i) for i in sel.failure_ids])
+                            [pop.get(i) for i in sel.failure_ids], pop.get(sel.best_id) if sel.best_id else None)
                 self.pipeline.start(m, lambda w=work: self._propose(w))
         return {}
 
@@ -281,7 +282,7 @@ class Search:
         stop = state.get("stop")
         if stop == CAP_RAISED_LATER:  # a replay past the cap a resume raised: on, as the resumed run went
             stop = None
-        stop = stop or stop_rule(self.state.best_by_round, self.loop.patience, self.loop.target) or \
+        stop = stop or stop_rule(self.state.best_by_round, self.loop.patience, self.loop.target, self.loop.roofline_stop) or \
             ("rounds_done" if k >= self.loop.rounds else None)
         if not stop:
             self.select_ahead(k)  # round k + depth is chosen from the population as it is now

@@ -54,11 +54,14 @@ class TrustScreen:
     def judge(self, *, mode: str, task_key: str, run: GradeRun | None, files: dict[str, str | None],
               baseline: dict[str, str | None], references: dict[str, list[str]], correct: bool,
               speedup: float | None, anchor: float | None, prober: Prober | None, log_dir: Path,
-              baseline_scale: bool = True, warm_key: str = "", graders: str = "") -> Trust:
+              baseline_scale: bool = True, warm_key: str = "", graders: str = "",
+              profile: dict[str, Any] | None = None) -> Trust:
         """`references`: for a scope file, texts whose outputs the candidate's must match
         (the baseline's first, then the package's reference). `speedup` is over the baseline
         when `baseline_scale`, else the dev engine's own figure. `graders`: the grader's own
-        scripts' text (written.grader_text), whose planted files are the grader's."""
+        scripts' text (written.grader_text), whose planted files are the grader's. `profile`: the
+        probe also profiles the candidate ({"budget_sec"}: evaluator/profile.py), and a correct
+        grading the probes would pass over is replayed for its profile alone."""
         if not self.config.enabled or mode not in SCREENED_MODES:
             return Trust(checks={"screened": False})
         findings: list[Finding] = []
@@ -79,14 +82,18 @@ class TrustScreen:
         # Probes for what could become a result: correct, and faster than the baseline (or of
         # unknown speed); a grading no faster than the baseline gains nothing from a cheat.
         worth = speedup is None or not baseline_scale or speedup > 1.0 or implausible
+        if profile:  # the baseline's profile beside the candidate's: only the frozen baseline's, never the package's reference's
+            profile = {**profile, "baseline_texts": {t for t in baseline.values() if t}}
         if run is not None and self.config.probes and correct and prober is not None and worth:
             # every probe only for an implausible figure with nothing found yet: a grading already
             # suspect needs no more evidence than the quick probes give, nor their minute
             found, checks["probes"] = self._probe(run, references, implausible and not findings, prober, log_dir,
-                                                  callables, graders)
+                                                  callables, graders, profile)
             findings += found
             if warm_key and checks["probes"].get("ran") and not checks["probes"].get("error"):
                 self.keep_import_cost(warm_key, checks["probes"])
+        elif run is not None and self.config.probes and prober is not None and profile:  # asked for a correct one only
+            self._probe(run, references, False, prober, log_dir, callables, graders, profile, only_profile=True)
         if mode == "oracle" and speedup and not findings:
             self._keep_oracle(task_key, speedup)
         trust = Trust.of(findings, checks, needs_review=implausible)
@@ -97,7 +104,8 @@ class TrustScreen:
 
     # ------------------------------------------------------------------ probes
     def _probe(self, run: GradeRun, references: dict[str, list[str]], full: bool, prober: Prober,
-               log_dir: Path, callables: set[str], graders: str = "") -> tuple[list[Finding], dict[str, Any]]:
+               log_dir: Path, callables: set[str], graders: str = "", profile: dict[str, Any] | None = None,
+               only_profile: bool = False) -> tuple[list[Finding], dict[str, Any]]:
         # a function whose contract is to return a function (a decorator factory) has no output to check
         recs = [r for r in runtime.records(run.trust_events, run.trust_socket) if r.get("fn") not in callables]
         if not recs:
@@ -124,6 +132,7 @@ class TrustScreen:
         if not entries:
             return [], {"ran": False, "why": "the kept inputs did not come back"}
         refs: dict[str, list[str]] = {}
+        base_refs: list[str] = []  # the modules whose first reference is the frozen baseline (the profile's comparison)
         for e in entries:
             texts = references.get(_scope_key(str(e["file"]), references), [])
             if e["file"] in refs:
@@ -134,15 +143,22 @@ class TrustScreen:
                 path.write_text(text)
                 files[name] = path
                 refs.setdefault(e["file"], []).append(f"{instrument.CONFIG_DIR}/{name}")
+                if j == 0 and profile and text in profile["baseline_texts"]:
+                    base_refs.append(e["file"])
         budget = self.config.full_probe_budget_sec if full else self.config.probe_budget_sec
         exe = next((r.get("exe") for r in chosen if r.get("exe")), None) or "python3"
-        config = {"probe": {"records": entries, "references": refs, "budget_sec": budget, "full": full, "exe": exe},
+        limit = budget + 60
+        if profile:  # its calls, the baseline's, and an ncu replay at most (pesflow_profile.py)
+            limit += 2 * float(profile["budget_sec"]) + max(30.0, 4 * float(profile["budget_sec"]))
+        config = {"probe": {"records": entries, "references": refs, "budget_sec": budget, "full": full, "exe": exe,
+                            **({"profile": {"budget_sec": profile["budget_sec"], "baseline_refs": base_refs},
+                                "only_profile": only_profile} if profile else {})},
                   "record": False, "out_dir": instrument.OUT_DIR, "socket": instrument.SOCKET,
                   "candidate_paths": {}, "candidate_hashes": {}}
         files.update(instrument.probe_files())
         command = instrument.probe_command(str(exe), same_sandbox=bool(getattr(prober, "same_sandbox", False)))
         t_ask = time.time()
-        probe_run = prober(config, files, command, budget + 60)
+        probe_run = prober(config, files, command, limit)
         t_back = time.time()
         result = _read_json(log_dir / "probe" / "trust" / "probe.json")
         checks: dict[str, Any] = {"ran": True, "full": full, "inputs": len(entries), "seconds": round(probe_run.seconds, 3)}

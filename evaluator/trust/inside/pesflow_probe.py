@@ -271,6 +271,7 @@ def main():
         except OSError:
             pass
     mods, refs, matches = {}, {}, []
+    replayable = []  # (rec, module key, fn, args, kwargs): the calls a profile may repeat
     late_checked = False
     spent[0] += sum(t for _, t in loaded)
 
@@ -319,6 +320,10 @@ def main():
             continue
         if isinstance(sys.argv, list) and rec.get("argv"):
             list.__setitem__(sys.argv, slice(None), list(rec["argv"]))
+        if not rec.get("cls"):
+            replayable.append((rec, key, fn, args, kwargs))
+        if cfg.get("only_profile"):  # a grading no result can come of: its profile alone (evaluator/profile.py)
+            continue
         where = "%s (call %s of the process `%s`)" % (rec["fn"], rec["n"], " ".join(map(str, (rec.get("argv") or [])[:3])))
         if rec.get("cls"):
             where = "%s (the instance the process `%s` made first, %s calls)" % (
@@ -423,12 +428,36 @@ def main():
             if not any(ok for _, ok in calls):
                 findings += [("wrong_on_unchecked_inputs", "%s: its output differs from the baseline's on this input" % w)
                              for w, _ in calls]
+    if cfg.get("profile"):
+        _profile(cfg, replayable, reference)
     now = time.perf_counter()
     checks["phases"] = {"modules": round(spent[0], 4), "probing": round(now - t_main - spent[0], 4),
                         "started": round(t_main - _T0, 4)}  # where a probe's time goes (its imports before main)
     checks["wall"] = [round(_T0_WALL, 4), round(time.time(), 4)]
     with open(OUT, "w") as f:
         json.dump({"findings": findings, "checks": checks}, f)
+
+
+def _profile(cfg, replayable, reference):
+    """Where the candidate's time goes (pesflow_profile.py), on the kept call with the largest
+    input, the frozen baseline's beside it on the same input: written to profile.json beside
+    probe.json, after every check (the checks' own timings stay the profile's first calls')."""
+    import pesflow_profile  # noqa: PLC0415 - slow to import in every probe: only where a profile is asked for
+
+    calls = sorted(replayable, key=lambda c: (-nbytes((c[3], c[4])), -int(c[0].get("size") or 0)))
+    chosen = [(rec, fn, args, kwargs) for rec, _key, fn, args, kwargs in calls[:1]]
+    base = []
+    for rec, key, _fn, args, kwargs in calls[:1]:
+        try:
+            ref = reference(rec, key, 0) if key in cfg["profile"].get("baseline_refs", ()) else None
+            bfn = getattr(ref, rec["fn"], None) if ref is not None else None
+            if bfn is not None:
+                base.append(({**rec, "file": getattr(ref, "__file__", None)}, bfn, copy.deepcopy(args), copy.deepcopy(kwargs)))
+        except Exception:  # noqa: BLE001 - the baseline's profile is a comparison only
+            pass
+    got = pesflow_profile.profile(chosen, float(cfg["profile"].get("budget_sec", 3)), HELPERS, os.path.dirname(CONFIG), base)
+    with open(os.path.join(os.path.dirname(OUT), "profile.json"), "w") as f:
+        json.dump(got, f)
 
 
 def run():

@@ -1,0 +1,99 @@
+"""A candidate's profile as the model reads it (evaluator/profile.py): the limiter each kind of
+profile names, the roofline share loop.roofline_stop reads, Nsight Compute's CSV read, and the
+probe's cProfile of real code telling its own Python from native calls. Pure, and fast."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from agent.search.fixes import stop_rule
+from evaluator import profile
+from evaluator.trust import instrument
+
+sys.path.insert(0, str(instrument.INSIDE))
+import pesflow_profile  # noqa: E402 - the probe's own module, as the sandbox loads it
+
+H100 = {"name": "NVIDIA H100 80GB HBM3", "bandwidth_gbs": 3000.0, "tflops": {"fp32": 50.0, "bf16": 700.0}, "source": "measured by pesflow"}
+
+
+def _gpu(**over):
+    raw = {"how": "torch.profiler", "device": "cuda", "entry": "run", "calls": 10, "seconds_per_call": 110e-6,
+           "device_seconds_per_call": 100e-6, "kernels_per_call": 1, "bytes_per_call": 0, "flops_per_call": 0,
+           "dtype": "bf16", "kernels": [{"name": "k", "seconds": 100e-6, "count": 1}]}
+    return {**raw, **over}
+
+
+@pytest.mark.parametrize("raw,limiter", [
+    (_gpu(bytes_per_call=int(0.8 * 3000e9 * 100e-6)), "memory"),  # 80 % of the bandwidth
+    (_gpu(flops_per_call=int(0.7 * 700e12 * 100e-6)), "compute"),  # 70 % of bf16's FLOP/s
+    (_gpu(seconds_per_call=1e-3), "host"),  # the GPU busy a tenth of the call
+    (_gpu(kernels_per_call=40, kernels=[{"name": "k", "seconds": 100e-6, "count": 40}]), "launch"),
+    (_gpu(bytes_per_call=int(0.1 * 3000e9 * 100e-6)), "latency"),
+])
+def test_a_gpu_profile_names_what_bounds_it_against_the_machine_s_ceilings(raw, limiter):
+    got = profile.summary(raw, H100)
+    assert got["limiter"] == limiter and got["lines"][-1].startswith(f"limiter: {limiter} (")
+    if limiter == "memory":
+        assert got["roofline"] == pytest.approx(0.8, rel=0.01) and any("80% of 3000 GB/s" in ln for ln in got["lines"])
+
+
+NCU_CSV = '''==PROF== Connected to process 77
+"ID","Process ID","Kernel Name","gpu__time_duration.sum","dram__throughput.avg.pct_of_peak_sustained_elapsed","sm__throughput.avg.pct_of_peak_sustained_elapsed","sm__warps_active.avg.pct_of_peak_sustained_active","dram__bytes.sum"
+"","","","usecond","%","%","%","Mbyte"
+"0","77","scan_kernel","90.5","85.2","20.1","45.0","250.3"
+"1","77","tail_kernel(float*)","9.5","10.0","30.0","12.5","1.5"
+"2","77","scan_kernel","89.5","84.8","19.9","44.0","249.7"
+'''
+
+
+def test_nsight_compute_s_rows_become_kernels_and_the_dominant_one_sets_the_limiter():
+    kernels = pesflow_profile.parse_ncu_csv(NCU_CSV)
+    assert [k["name"] for k in kernels] == ["scan_kernel", "tail_kernel(float*)"]
+    scan = kernels[0]
+    assert scan["launches"] == 2 and scan["seconds"] == pytest.approx(180e-6) and scan["dram_pct"] == pytest.approx(85.0, abs=0.1)
+    assert scan["bytes"] == pytest.approx(500e6)
+    got = profile.summary(_gpu(how="ncu", ncu_kernels=kernels), H100)
+    assert got["limiter"] == "memory" and got["roofline"] == pytest.approx(0.85, abs=0.01)
+    assert any("scan_kernel: 95% of GPU time" in ln and "occupancy 44%" in ln for ln in got["lines"])
+    assert pesflow_profile.parse_ncu_csv("==ERROR== ERR_NVGPUCTRPERM") is None
+    cmd = pesflow_profile.ncu_command("ncu", "python3", "/x/pesflow_profile.py", "/tmp/r.json")
+    assert cmd[:3] == ["ncu", "--clock-control", "none"] and cmd[-2:] == ["replay", "/tmp/r.json"]
+
+
+def test_no_profile_says_why_in_one_line():
+    assert profile.summary(None, {}, "it did not pass (hard_fail): there is nothing to profile")["lines"] == \
+        ["(no profile: it did not pass (hard_fail): there is nothing to profile)"]
+    assert profile.summary({"why": "the profiled call raised ValueError"}, {})["limiter"] is None
+
+
+def _module(tmp_path: Path, name: str, code: str):
+    p = tmp_path / f"{name}.py"
+    p.write_text(textwrap.dedent(code))
+    spec = importlib.util.spec_from_file_location(name, p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod, str(p)
+
+
+@pytest.mark.parametrize("code,limiter", [
+    ("def f(n):\n    t = 0\n    for i in range(n):\n        t += i * i\n    return t\n", "python"),
+    ("def f(n):\n    return sum(sorted(range(n), key=abs))\n", "native"),
+])
+def test_cprofile_tells_the_candidate_s_own_python_from_native_calls(tmp_path, code, limiter):
+    mod, path = _module(tmp_path, f"cand_{limiter}", code)
+    raw = pesflow_profile.python_profile(mod.f, (20000,), {}, 0.5, [path])
+    assert raw["calls"] >= 1 and raw["functions"]
+    got = profile.summary({**raw, "entry": "f"}, {"cores": 2})
+    assert got["limiter"] == limiter, got["lines"]
+
+
+def test_the_roofline_stop_ends_the_search_once_the_best_is_near_a_ceiling():
+    rounds = [{"round": 0, "best_id": "baseline", "speedup": 1.0}, {"round": 1, "best_id": "r01-c0", "speedup": 2.0, "roofline": 0.72}]
+    assert stop_rule(rounds, None, None, 0.7) == "roofline_reached"
+    assert stop_rule(rounds, None, None, 0.9) is None
+    assert stop_rule(rounds[:1], None, None, 0.1) is None  # no profile (a CPU package, the benchmark protocol): never
