@@ -83,7 +83,7 @@ def _cpu(raw: dict[str, Any]) -> dict[str, Any]:
              f"time by whose code: the candidate's own Python {_pct(own)}, native calls {_pct(native)}, other Python {_pct(other)}"]
     for f in (raw.get("functions") or [])[:5]:
         lines.append(f"  {_short(str(f.get('name')))}: {_pct(float(f.get('seconds') or 0.0) / total)} of its time, "
-                     f"{f.get('calls')} calls in each call of {raw.get('entry')}")
+                     f"called {f.get('calls')}x in each call of {raw.get('entry')}")
     lines.append(f"limiter: {limiter} ({LIMITERS[limiter]})")
     return {"how": "cProfile", "limiter": limiter, "roofline": None, "lines": lines}
 

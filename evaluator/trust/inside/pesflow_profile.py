@@ -189,9 +189,23 @@ def parse_ncu_csv(text):
     return kernels or None
 
 
+def find_ncu():
+    """ncu on the PATH, else where CUDA's and Nsight Compute's installers put it (a grading's
+    PATH often leaves their folders out)."""
+    import glob  # noqa: PLC0415 - slow to import in every probe: only where a GPU profile is asked for
+    found = shutil.which("ncu")
+    if found:
+        return found
+    for pattern in ("/usr/local/cuda/bin/ncu", "/usr/local/cuda-*/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu"):
+        hits = sorted(glob.glob(pattern))
+        if hits and os.access(hits[-1], os.X_OK):
+            return hits[-1]
+    return None
+
+
 def ncu_profile(rec, config_dir, budget_sec):
     """One kept call replayed under ncu in a child process; (kernels, None) or (None, why)."""
-    ncu = shutil.which("ncu")
+    ncu = find_ncu()
     if ncu is None:
         return None, "ncu is not installed in the grading's image"
     request = os.path.join("/tmp", "pesflow-profile-%d.json" % os.getpid())
