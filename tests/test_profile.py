@@ -97,3 +97,29 @@ def test_the_roofline_stop_ends_the_search_once_the_best_is_near_a_ceiling():
     assert stop_rule(rounds, None, None, 0.7) == "roofline_reached"
     assert stop_rule(rounds, None, None, 0.9) is None
     assert stop_rule(rounds[:1], None, None, 0.1) is None  # no profile (a CPU package, the benchmark protocol): never
+
+
+def test_torch_profiler_s_path_counts_the_call_s_bytes_and_flops():
+    """The GPU fallback's own code on the CPU (no kernels there): the FLOPs torch counts for a
+    matmul and the bytes of its tensors, per call."""
+    torch = pytest.importorskip("torch")
+    x, y = torch.randn(64, 64), torch.randn(64, 64)
+    got = pesflow_profile.torch_profile(lambda a, b: a @ b, (x, y), {}, 0.2, lambda v: 3 * 64 * 64 * 4, lambda: None)
+    assert got["flops_per_call"] == 2 * 64 ** 3 and got["bytes_per_call"] == 3 * 64 * 64 * 4 and got["dtype"] == "fp32"
+    assert 1 <= got["calls"] <= pesflow_profile.MAX_CALLS
+
+
+def test_the_planner_sees_the_parent_s_and_the_best_s_profile_and_benchmark_sees_neither():
+    from agent.population.database import Solution
+    from agent.search import roles
+
+    def sol(i, limiter):
+        return Solution(id=i, parent_id=None, island=0, round=1, files={"k.py": "x = 1\n"}, content_hash=i, status="ok",
+                        profile={"limiter": limiter, "lines": [f"limiter: {limiter} (why)"]})
+    parent, best = sol("r01-c0", "python"), sol("r02-c1", "native")
+    ctx = roles.Context(instruction="Make it fast.", title="t", scope=["k.py"], feedback="engineer")
+    prompt = roles.planner_prompt(ctx, parent, [], [], [], best)
+    assert "r01-c0:\n    limiter: python (why)" in prompt and "r02-c1 (the best so far):\n    limiter: native (why)" in prompt
+    assert "limiter: python" in roles.executor_prompt(ctx, parent, "plan", 0, 1) and "limiter: native" not in roles.executor_prompt(ctx, parent, "plan", 0, 1)
+    ctx.feedback = "benchmark"
+    assert "Where the time goes" not in roles.planner_prompt(ctx, parent, [], [], [], best)

@@ -21,6 +21,9 @@ from evaluator.task import Task
 from evaluator.verdict import Status, Verdict
 
 
+PROFILED = ("", "baseline")  # the labels whose dev gradings carry a profile (search.feedback engineer)
+
+
 class RecordedVerdicts:
     """Verdicts already journaled, by (code hash, label, grader), each served once per occurrence."""
 
@@ -111,11 +114,12 @@ class Grading:
             v.trust = v.trust.model_copy(update={"review": dict(self.reviews[h])})
         return v
 
-    def _evaluate(self, files: dict[str, str], grader: str, out: Path, loop: dict[str, Any] | None = None) -> Verdict:
+    def _evaluate(self, files: dict[str, str], grader: str, out: Path, loop: dict[str, Any] | None = None,
+                  profiled: bool = False) -> Verdict:
         changed = {p: t for p, t in files.items() if t != self.baseline_files.get(p)}
         with writing(out, self.store.root):  # the backend copies the grader's logs into the run directory
             return self.ev.evaluate(self.task, candidate=CandidateSource(files=changed), grader=grader, out_dir=out, loop=loop,
-                                    profile=self.profile_facts if grader == "dev" else None)
+                                    profile=self.profile_facts if profiled and grader == "dev" else None)
 
     def grade(self, files: dict[str, str], *, label: str = "", grader: str | None = None, round_: int = 0) -> Verdict:
         """`round_`: the round the candidate belongs to (for the crash tests' fault points). Safe to
@@ -133,9 +137,10 @@ class Grading:
         loop = self._submission(grader)
         out = self.store.evaluation_dir(h, label)
         faults.pause("grading", round_, self.store.root)
-        v = self._evaluate(files, grader, out, loop)
+        profiled = label in PROFILED  # once per code hash: the search's own grading, not the final pick's regrade
+        v = self._evaluate(files, grader, out, loop, profiled)
         if v.status == Status.infra_error:  # our trouble, not the candidate's: once more
-            v = self._evaluate(files, grader, out / "retry", loop)
+            v = self._evaluate(files, grader, out / "retry", loop, profiled)
         self._submitted(loop, v)
         self.store.journal.append(Event.verdict, content_hash=h, label=label, grader=grader,
                                   verdict=v.model_dump(mode="json", exclude={"raw"}), grading_seconds=v.seconds)
