@@ -21,7 +21,7 @@ from typing import Any, Callable
 from evaluator.backends.base import GradeRun
 from evaluator.config import TrustConfig
 from evaluator.trust import instrument, runtime, static
-from evaluator.trust.findings import REVIEW, Finding, Trust
+from evaluator.trust.findings import AT_REWARD_CAP, REVIEW, Finding, Trust
 
 Prober = Callable[[dict[str, Any], dict[str, Path], str, float], GradeRun]  # config, files, command, timeout -> run
 
@@ -77,17 +77,23 @@ class TrustScreen:
         # the oracle is the reference itself; an anchor at or below 1 is none (the format's own rule)
         implausible = bool(mode != "oracle" and speedup and reference and reference > 1
                            and speedup > self.config.plausibility_ratio * reference)
+        # on the package's own scale: the benchmark's reward is capped at a speedup of the anchor
+        # squared, which can lie under the ratio's line (an anchor under 3): a cheat would take the
+        # whole reward there unflagged, so a figure there needs a person too
+        capped = bool(self.config.review_at_reward_cap and mode != "oracle" and baseline_scale and speedup and anchor and anchor > 1 and speedup >= anchor ** 2
+                      and not implausible)
         checks["plausibility"] = {"speedup": speedup, "reference": reference, "ratio": self.config.plausibility_ratio,
-                                  "implausible": implausible}
+                                  "implausible": implausible, "reward_cap": anchor ** 2 if anchor and anchor > 1 else None,
+                                  "at_reward_cap": capped}
         # Probes for what could become a result: correct, and faster than the baseline (or of
         # unknown speed); a grading no faster than the baseline gains nothing from a cheat.
-        worth = speedup is None or not baseline_scale or speedup > 1.0 or implausible
+        worth = speedup is None or not baseline_scale or speedup > 1.0 or implausible or capped
         if profile:  # the baseline's profile beside the candidate's: only the frozen baseline's, never the package's reference's
             profile = {**profile, "baseline_texts": {t for t in baseline.values() if t}}
         if run is not None and self.config.probes and correct and prober is not None and worth:
             # every probe only for an implausible figure with nothing found yet: a grading already
             # suspect needs no more evidence than the quick probes give, nor their minute
-            found, checks["probes"] = self._probe(run, references, implausible and not findings, prober, log_dir,
+            found, checks["probes"] = self._probe(run, references, (implausible or capped) and not findings, prober, log_dir,
                                                   callables, graders, profile)
             findings += found
             if warm_key and checks["probes"].get("ran") and not checks["probes"].get("error"):
@@ -96,10 +102,13 @@ class TrustScreen:
             self._probe(run, references, False, prober, log_dir, callables, graders, profile, only_profile=True)
         if mode == "oracle" and speedup and not findings:
             self._keep_oracle(task_key, speedup)
-        trust = Trust.of(findings, checks, needs_review=implausible)
-        if trust.needs_review:
+        trust = Trust.of(findings, checks, needs_review=implausible or capped)
+        if trust.needs_review and implausible:
             trust.reasons = [f"{REVIEW}: speedup {speedup:.4g} is over {self.config.plausibility_ratio:g}x the "
                              f"reference's {reference:.4g} and passed every probe; a person should look"]
+        elif trust.needs_review:
+            trust.reasons = [f"{AT_REWARD_CAP}: speedup {speedup:.4g} reaches the benchmark's reward cap (the anchor squared) "
+                             f"and passed every probe; a person should look"]
         return trust
 
     # ------------------------------------------------------------------ probes
