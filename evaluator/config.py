@@ -108,4 +108,5 @@ class EvaluatorConfig(_Strict):
     modal: ModalConfig = Field(default_factory=ModalConfig)
     ray: RayConfig = Field(default_factory=RayConfig)
     trust: TrustConfig = Field(default_factory=TrustConfig)
-    profile_sec: float = Field(3.0, gt=0)  # a profiled dev grading's repeated calls (evaluator/profile.py), the baseline's half that
+    profile_sec: float = Field(3.0, gt=0)  # a profiled dev grading's calls at most (evaluator/profile.py), the baseline's half that
+    profile_share: float = Field(0.15, gt=0, le=1)  # the most a profile costs against its grading's grader time, ncu included

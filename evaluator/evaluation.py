@@ -308,7 +308,8 @@ class Evaluator:
             anchor=task.anchor.value if v.speedup is not None else None,
             prober=prober if backend_prober is not None else None, log_dir=g.log_dir,
             baseline_scale=v.speedup is not None, warm_key=task.content_hash[:20], graders=self._grader_text(task),
-            profile={"budget_sec": self.config.profile_sec} if g.profile and v.correct else None)
+            profile=profiles.budget(self.config.profile_sec, self.config.profile_share, run.grader_seconds)
+            if g.profile and v.correct else None)
         probes = v.trust.checks.get("probes")
         if isinstance(probes, dict) and probes.get("ran"):  # where they ran: the grading's own sandbox, or a new one
             probes["sandbox"] = "the grading's" if getattr(backend_prober, "same_sandbox", False) else "fresh"

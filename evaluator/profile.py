@@ -30,6 +30,14 @@ SHORT_KERNEL_SEC = 20e-6
 PROFILE_FILE = "profile.json"
 
 
+def budget(profile_sec: float, share: float, grader_seconds: float | None) -> dict[str, float]:
+    """What a profile may spend: `total_sec` in all, `share` of the grader's own time (its calls,
+    the baseline's, an ncu replay; at least a second), the candidate's calls `budget_sec` of it
+    (at most profile_sec; the baseline's half that), the rest an ncu replay's where enough is left."""
+    total = max(1.0, share * grader_seconds) if grader_seconds else 4 * profile_sec
+    return {"budget_sec": round(min(profile_sec, total / 5), 3), "total_sec": round(total, 3)}
+
+
 def read(log_dir: Path) -> dict[str, Any] | None:
     """The probe's profile of a grading (or of its watched twin), None where none was made."""
     for p in (log_dir / "probe" / "trust" / PROFILE_FILE, log_dir / "watched" / "probe" / "trust" / PROFILE_FILE):
@@ -95,8 +103,9 @@ def _gpu(raw: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
     bw = float(facts.get("bandwidth_gbs") or 0.0) * 1e9
     peak = float((facts.get("tflops") or {}).get(raw.get("dtype") or "", 0.0)) * 1e12
     where = facts.get("source") or "no ceiling known"
-    lines = [f"{raw.get('how')} over {raw.get('calls')} calls of {raw.get('entry')} on an input the dev grader passed: "
-             f"{_time(wall)} a call, the GPU busy {_time(busy)} of it in {n_k} kernel launches", *_baseline_line(raw)]
+    lines = [f"{raw.get('entry')} on an input the dev grader passed: {_time(wall)} a call (median of {raw.get('timed_calls', '?')}), "
+             f"the GPU busy {_time(busy)} of it in {n_k} kernel launches ({raw.get('how')}, {raw.get('calls')} calls)",
+             *_baseline_line(raw)]
     bw_share = flop_share = None
     if busy > 0 and raw.get("bytes_per_call"):
         gbs = float(raw["bytes_per_call"]) / busy

@@ -123,3 +123,18 @@ def test_the_planner_sees_the_parent_s_and_the_best_s_profile_and_benchmark_sees
     assert "limiter: python" in roles.executor_prompt(ctx, parent, "plan", 0, 1) and "limiter: native" not in roles.executor_prompt(ctx, parent, "plan", 0, 1)
     ctx.feedback = "benchmark"
     assert "Where the time goes" not in roles.planner_prompt(ctx, parent, [], [], [], best)
+
+
+def test_ncu_replays_only_the_kernels_torch_found_taking_the_time():
+    assert pesflow_profile.kernel_base("void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl<(int)3> >(int, float*)") \
+        == "elementwise_kernel"
+    assert pesflow_profile.kernel_base("_chunk_output_kernel") == "_chunk_output_kernel"
+    cmd = pesflow_profile.ncu_command("ncu", "python3", "/x/p.py", "/r.json", ["void a::scan_kernel<float>(float*)", "tail_kernel"])
+    assert cmd[cmd.index("--kernel-name") + 1] == "regex:^(scan_kernel|tail_kernel)$" and cmd[cmd.index("--launch-count") + 1] == "4"
+
+
+def test_a_profile_costs_at_most_its_share_of_the_grading():
+    b = profile.budget(3.0, 0.15, 50.0)  # a 50 s grading: 7.5 s in all, the candidate's calls a fifth of it
+    assert b == {"budget_sec": 1.5, "total_sec": 7.5}
+    assert profile.budget(3.0, 0.15, 400.0) == {"budget_sec": 3.0, "total_sec": 60.0}
+    assert profile.budget(3.0, 0.15, 0.4)["total_sec"] == 1.0 and profile.budget(3.0, 0.15, None)["total_sec"] == 12.0

@@ -158,9 +158,10 @@ class TrustScreen:
         exe = next((r.get("exe") for r in chosen if r.get("exe")), None) or "python3"
         limit = budget + 60
         if profile:  # its calls, the baseline's, and an ncu replay at most (pesflow_profile.py)
-            limit += 2 * float(profile["budget_sec"]) + max(30.0, 4 * float(profile["budget_sec"]))
+            limit += float(profile["total_sec"]) + 10
         config = {"probe": {"records": entries, "references": refs, "budget_sec": budget, "full": full, "exe": exe,
-                            **({"profile": {"budget_sec": profile["budget_sec"], "baseline_refs": base_refs},
+                            **({"profile": {"budget_sec": profile["budget_sec"], "total_sec": profile["total_sec"],
+                                            "baseline_refs": base_refs},
                                 "only_profile": only_profile} if profile else {})},
                   "record": False, "out_dir": instrument.OUT_DIR, "socket": instrument.SOCKET,
                   "candidate_paths": {}, "candidate_hashes": {}}

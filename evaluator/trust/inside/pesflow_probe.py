@@ -455,7 +455,8 @@ def _profile(cfg, replayable, reference):
                 base.append(({**rec, "file": getattr(ref, "__file__", None)}, bfn, copy.deepcopy(args), copy.deepcopy(kwargs)))
         except Exception:  # noqa: BLE001 - the baseline's profile is a comparison only
             pass
-    got = pesflow_profile.profile(chosen, float(cfg["profile"].get("budget_sec", 3)), HELPERS, os.path.dirname(CONFIG), base)
+    got = pesflow_profile.profile(chosen, float(cfg["profile"].get("budget_sec", 3)), HELPERS, os.path.dirname(CONFIG), base,
+                                  cfg["profile"].get("total_sec"))
     with open(os.path.join(os.path.dirname(OUT), "profile.json"), "w") as f:
         json.dump(got, f)
 

@@ -18,12 +18,15 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
 
 MAX_CALLS = 20  # profiled calls of one entry point at most
+PROFILED_GPU_CALLS = 5  # calls under torch.profiler at most (its own cost per call is large)
+MIN_NCU_SEC = 5.0  # an ncu replay is not tried with less time than this left of the profile's budget
 TOP = 8  # kernels or functions kept
 NCU_METRICS = ("gpu__time_duration.sum", "dram__throughput.avg.pct_of_peak_sustained_elapsed",
                "sm__throughput.avg.pct_of_peak_sustained_elapsed", "sm__warps_active.avg.pct_of_peak_sustained_active",
@@ -110,18 +113,33 @@ def python_profile(fn, args, kwargs, budget_sec, own_files):
             "functions": rows[:TOP], "shares": {k: (v / total if total else 0.0) for k, v in shares.items()}}
 
 
+def _timed(fn, args, kwargs, budget_sec, sync):
+    """The median wall time of a call, the GPU waited for, with no profiler on: repeated calls
+    while half the budget lasts (at least one, at most MAX_CALLS)."""
+    walls, end = [], time.perf_counter() + 0.5 * budget_sec
+    while len(walls) < MAX_CALLS and (not walls or time.perf_counter() < end):
+        t0 = time.perf_counter()
+        fn(*args, **kwargs)
+        sync()
+        walls.append(time.perf_counter() - t0)
+    walls.sort()
+    return walls[len(walls) // 2], len(walls)
+
+
 def torch_profile(fn, args, kwargs, budget_sec, nbytes, sync, out=None):
-    """torch.profiler over repeated calls on the GPU: each kernel's time per call, with the bytes
-    the inputs and the output hold (a lower bound on what a call moves) and the FLOPs torch counts."""
+    """On the GPU: the wall time of a call measured plainly, then each kernel's time per call
+    under torch.profiler (a few calls: the profiler's own cost per call would swamp the wall
+    time), with the bytes the inputs and the output hold (a lower bound on what a call moves)
+    and the FLOPs torch counts."""
     t = _torch()
     from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415 - slow to import (torch.profiler): only where a GPU profile is asked for
-    n, one = _repeats(lambda: fn(*args, **kwargs), budget_sec, sync)
-    t0 = time.perf_counter()
+    wall, timed = _timed(fn, args, kwargs, budget_sec, sync)
+    n, end = 0, time.perf_counter() + 0.5 * budget_sec
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], with_flops=True) as prof:
-        for _ in range(n):
+        while n < PROFILED_GPU_CALLS and (n == 0 or time.perf_counter() < end):
             out = fn(*args, **kwargs)
-        sync()
-    wall = (time.perf_counter() - t0) / n
+            sync()
+            n += 1
     kernels, flops = [], 0
     cuda_type = getattr(getattr(t.autograd, "DeviceType", None), "CUDA", None)
     for e in prof.key_averages():
@@ -133,17 +151,36 @@ def torch_profile(fn, args, kwargs, budget_sec, nbytes, sync, out=None):
         else:
             flops += int(getattr(e, "flops", 0) or 0)
     kernels.sort(key=lambda k: -k["seconds"])
-    return {"how": "torch.profiler", "device": "cuda", "calls": n, "seconds_per_call": wall, "first_call": one,
+    return {"how": "torch.profiler", "device": "cuda", "calls": n, "timed_calls": timed, "seconds_per_call": wall,
             "device_seconds_per_call": sum(k["seconds"] for k in kernels), "kernels_per_call": sum(k["count"] for k in kernels),
             "kernels": kernels[:TOP], "bytes_per_call": nbytes((args, kwargs, out)), "flops_per_call": flops // n,
             "dtype": _dtype(args)}
 
 
 # ------------------------------------------------------------------ Nsight Compute
-def ncu_command(ncu, exe, script, request_file):
-    """The replay of one kept call under ncu, clocks left as the grader ran them."""
-    return [ncu, "--clock-control", "none", "--csv", "--page", "raw", "--metrics", ",".join(NCU_METRICS),
-            "--launch-count", "200", exe, "-I", script, "replay", request_file]
+def kernel_base(name):
+    """A kernel's function name as ncu matches it (--kernel-name-base function): no return type,
+    namespaces, template arguments or parameters."""
+    depth, out = 0, []
+    for ch in name:  # template arguments and parameter lists dropped, nested ones too
+        if ch in "<(":
+            depth += 1
+        elif ch in ">)":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(ch)
+    base = "".join(out).strip().split(" ")[-1]
+    return base.split("::")[-1]
+
+
+def ncu_command(ncu, exe, script, request_file, kernels=()):
+    """The replay of one kept call under ncu, clocks left as the grader ran them; only the
+    kernels named (the ones torch.profiler found taking the most time), a few launches each."""
+    names = sorted({kernel_base(k) for k in kernels if kernel_base(k)})
+    pick = ["--kernel-name", "regex:^(%s)$" % "|".join(re.escape(n) for n in names), "--launch-count", str(2 * len(names))] \
+        if names else ["--launch-count", "20"]
+    return [ncu, "--clock-control", "none", "--csv", "--page", "raw", "--metrics", ",".join(NCU_METRICS), *pick,
+            exe, "-I", script, "replay", request_file]
 
 
 def parse_ncu_csv(text):
@@ -203,7 +240,7 @@ def find_ncu():
     return None
 
 
-def ncu_profile(rec, config_dir, budget_sec):
+def ncu_profile(rec, config_dir, budget_sec, kernels=()):
     """One kept call replayed under ncu in a child process; (kernels, None) or (None, why)."""
     ncu = find_ncu()
     if ncu is None:
@@ -212,7 +249,7 @@ def ncu_profile(rec, config_dir, budget_sec):
     with open(request, "w") as f:
         json.dump({"rec": rec, "config_dir": config_dir}, f)
     try:
-        out = subprocess.run(ncu_command(ncu, sys.executable, os.path.abspath(__file__), request),
+        out = subprocess.run(ncu_command(ncu, sys.executable, os.path.abspath(__file__), request, kernels),
                              capture_output=True, text=True, timeout=budget_sec)
     except subprocess.TimeoutExpired:
         return None, "ncu ran past its %g s" % budget_sec
@@ -226,10 +263,11 @@ def ncu_profile(rec, config_dir, budget_sec):
     text = out.stdout + out.stderr
     if any(s in text for s in _UNREADABLE):
         return None, "the GPU's performance counters cannot be read here (ERR_NVGPUCTRPERM)"
-    kernels = parse_ncu_csv(out.stdout)
-    if kernels is None:
-        return None, "ncu gave no kernel rows (exit %d)" % out.returncode
-    return kernels, None
+    found = parse_ncu_csv(out.stdout)
+    if found is None:
+        said = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("==PROF==")]
+        return None, "ncu gave no kernel rows (exit %d%s)" % (out.returncode, ": " + said[-1][:200] if said else "")
+    return found, None
 
 
 def replay(request_file):
@@ -249,9 +287,12 @@ def replay(request_file):
         t.cuda.synchronize()
 
 
-def profile(calls, budget_sec, helpers, config_dir, baseline_calls=()):
+def profile(calls, budget_sec, helpers, config_dir, baseline_calls=(), total_sec=None):
     """The profile of the candidate's kept calls (`calls`: [(rec, fn, args, kwargs)], the largest
-    input first), with the frozen baseline's on the same input where it loads (`baseline_calls`)."""
+    input first), with the frozen baseline's on the same input where it loads (`baseline_calls`).
+    `budget_sec`: the candidate's calls (the baseline's get half); `total_sec`: everything,
+    an ncu replay included (None: budget_sec four times over)."""
+    total_sec = float(total_sec if total_sec is not None else 4 * budget_sec)
     if not calls:
         return {"why": "no call into the candidate could be replayed here"}
     rec, fn, args, kwargs = calls[0]
@@ -260,7 +301,11 @@ def profile(calls, budget_sec, helpers, config_dir, baseline_calls=()):
     try:
         if _cuda_inputs((args, kwargs)):
             got = torch_profile(fn, args, kwargs, budget_sec, helpers["nbytes"], helpers["sync"])
-            kernels, why = ncu_profile(rec, config_dir, max(30.0, 4 * budget_sec))
+            left = total_sec - 1.5 * budget_sec - (time.perf_counter() - t0)  # the baseline's share kept back
+            if left >= MIN_NCU_SEC:
+                kernels, why = ncu_profile(rec, config_dir, left, [k["name"] for k in got["kernels"][:3]])
+            else:
+                kernels, why = None, "an ncu replay would cost more than the profile's share of the grading"
             if kernels is not None:
                 got.update(how="ncu", ncu_kernels=kernels[:TOP])
             else:
