@@ -12,6 +12,10 @@ rm -rf /tmp/bench && mkdir -p /tmp/bench && tar xzf .bench/faibench-git.tgz -C /
 git -C /tmp/bench read-tree HEAD && git -C /tmp/bench checkout-index -a -f 2> /dev/null
 { nvidia-smi -L; command -v ncu && ncu --version | tail -n 1; } > "$OUT/machine.txt" 2>&1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+# can ncu read this card's counters at all (outside any sandbox)?
+timeout 120 ncu --clock-control none --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+  python3 -c "import torch; x = torch.ones(1 << 24, device='cuda'); (x * 2).sum().item()" > "$OUT/ncu-check.txt" 2>&1
+tail -n 12 "$OUT/ncu-check.txt"
 python3 -c "import json, sys; from evaluator import ceilings; print(json.dumps(ceilings.measure('cuda'), indent=1))" \
   > "$OUT/ceilings.json" 2> "$OUT/ceilings.err"
 cat "$OUT/ceilings.json"
