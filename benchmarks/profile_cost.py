@@ -45,6 +45,7 @@ def main() -> int:
     ap.add_argument("--tasks-root", required=True)
     ap.add_argument("--task", action="append", required=True)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--profile-share", type=float, default=None, help="evaluator.profile_share (default: the config's)")
     ap.add_argument("--install-steps", default="auto", choices=("auto", "skip", "require"))
     ap.add_argument("--cache", default=None)
     ap.add_argument("--out", default=None)
@@ -52,7 +53,8 @@ def main() -> int:
     out = Path(a.out or tempfile.mkdtemp(prefix="profile-cost-"))
     out.mkdir(parents=True, exist_ok=True)
     cache = a.cache or str(out / "cache")
-    ev = Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=cache, install_steps=a.install_steps)),
+    share = {"profile_share": a.profile_share} if a.profile_share else {}
+    ev = Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=cache, install_steps=a.install_steps), **share),
                    tasks_roots=[a.tasks_root], log_root=out / "logs")
     rows = []
     try:
