@@ -28,14 +28,15 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
     import _socket as socket  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
     import threading  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
     import types  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
+    import pesflow_vocab  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
 
     local = threading.local()
     pid = [os.getpid()]
     seq = [0]
     out_dir = cfg.get("out_dir") or "/.pesflow-trust-out"
     mode_vars = set(cfg.get("mode_vars", ()))
-    mode_re = re.compile(cfg.get("mode_var_pattern") or r"^KERNELBENCH_(?!DEVICE$)|_MODE$|VERIFY|GRADER|ORACLE|NEGATIVE|PYTEST_CURRENT_TEST")
-    sniff_re = re.compile(cfg.get("sniff_path_pattern") or r"^/proc/(self|thread-self|\d+)/(task/\d+/)?(cmdline|environ)$|^/tests(/|$)|^/logs/verifier(/|$)|^/opt/loop(/|$)|^/\.pesflow-trust")
+    mode_re = re.compile(pesflow_vocab.GRADER_VAR_READ)
+    sniff_re = re.compile(pesflow_vocab.GRADER_PATH_OPENED)
     record = bool(cfg.get("record", True))
     system_roots = tuple({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)} | {"/usr/lib/python3"})
     sock = [None]

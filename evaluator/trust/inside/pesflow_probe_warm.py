@@ -149,7 +149,7 @@ def main():
     except (ImportError, OSError, AttributeError):
         before = None
     say.write("shielded\n")
-    roots = tuple(r.rstrip("/") + "/" for r in cfg.get("warm_exclude") or [cfg.get("source_root") or "/app/repo"])
+    roots = (str(cfg.get("source_root") or "/app/repo").rstrip("/") + "/",)
     out = {"checked": {}, "loaded": [], "failed": []}
     t0 = time.perf_counter()
     _preload(list(cfg.get("warm_modules") or []), roots, out)
