@@ -19,15 +19,16 @@ from pathlib import Path
 INSIDE = Path(__file__).resolve().parent / "inside"
 GUARD_FILES = ("pesflow_guard.pth", "pesflow_guard.py", "pesflow_guard_active.py", "pesflow_guard_watch.py",
                "pesflow_guard_calls.py", "pesflow_guard_objects.py", "pesflow_guard_startup.py",
-               "pesflow_guard_planted.py", "pesflow_vocab.py", "pesflow_probe.py",
-               "pesflow_probe_objects.py", "pesflow_probe_inputs.py")
+               "pesflow_guard_planted.py", "pesflow_guard_seen.py", "pesflow_vocab.py", "pesflow_probe.py",
+               "pesflow_probe_objects.py", "pesflow_probe_inputs.py", "pesflow_probe_values.py")
 CONFIG_DIR = "/.pesflow-trust"  # read-only in the grading: config.json, the probe's inputs
 OUT_DIR = "/.pesflow-trust-out"  # writable: the guard's per-process files and kept inputs
 SOCKET = f"{CONFIG_DIR}/events.sock"
 # The probe's own files, carried beside its config (read-only) and loaded from there alone: a
 # file the candidate wrote during the grading (its working folder, PYTHONPATH, a user site)
 # cannot stand in for them.
-PROBE_FILES = ("pesflow_probe.py", "pesflow_probe_objects.py", "pesflow_probe_inputs.py", "pesflow_profile.py")
+PROBE_FILES = ("pesflow_probe.py", "pesflow_probe_objects.py", "pesflow_probe_inputs.py", "pesflow_probe_values.py",
+               "pesflow_profile.py")
 WARM_FILE = "pesflow_probe_warm.py"  # the warm probe: started before the grader where probes follow up
 WARM_GO = "warm-go"  # in CONFIG_DIR: the host's go to the warm probe
 WARM_OVER = "grader-over"  # in CONFIG_DIR: the init's word that the grader's processes are gone

@@ -137,7 +137,7 @@ class TrustScreen:
             if len(blob) != int(r["size"]):  # cut short on its way out (a copy limit): not the candidate's doing
                 continue
             entries.append({**{k: r.get(k) for k in ("sha256", "size", "fn", "module", "file", "n", "argv", "cwd", "sys_path", "cls")},
-                            "name": name})
+                            "name": name, **_got(src, r.get("got"), folder, i, files)})
         if not entries:
             return [], {"ran": False, "why": "the kept inputs did not come back"}
         refs: dict[str, list[str]] = {}
@@ -249,6 +249,27 @@ def _scope_key(file: str, references: dict[str, list[str]]) -> str:
     if scored and scored[0][0] >= 2 and (len(scored) == 1 or scored[1][0] < scored[0][0]):
         return scored[0][1]
     return file
+
+
+def _got(src: Path, got: Any, folder: Path, i: int, files: dict[str, Path]) -> dict[str, Any]:
+    """The output the harness got from a kept call, beside its input for the probe ({} where
+    none was kept; a note where the guard saw its inputs change after the call)."""
+    if isinstance(got, str):
+        return {"got_note": got[:100]}
+    if not isinstance(got, dict):
+        return {}
+    try:
+        with open(src, "rb") as f:
+            f.seek(int(got["offset"]))
+            blob = f.read(int(got["size"]))
+    except (OSError, KeyError, ValueError, TypeError):
+        return {}
+    if len(blob) != int(got["size"]):
+        return {}
+    name = f"got-{i}.pkl"
+    (folder / name).write_bytes(blob)
+    files[name] = folder / name
+    return {"got": {"name": name, "sha256": str(got.get("sha256")), "size": len(blob)}}
 
 
 def _spread(recs: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:

@@ -32,10 +32,7 @@ EXPLOITS = entries("exploits")
 HONEST = entries("honest")
 # Exploits the screen does not catch yet, with why; its plausibility check still flags them
 # needs_review (shown flagged everywhere until a person looks), which the test checks.
-KNOWN_GAPS = {
-    "right_while_calls_are_few": "right for its first calls in a process, wrong later: the probes call it a few times "
-                                 "in a fresh process, and the grader's timed outputs are never compared",
-}
+KNOWN_GAPS: dict[str, str] = {}
 
 
 def test_the_corpus_covers_every_family_and_names_known_ones():

@@ -1,7 +1,8 @@
 """The runtime guard's view of the harness's calls into the candidate (pesflow_guard.py loads
 it): at the 1st, 2nd, 4th, 8th, ... call of each of the candidate's functions, the kinds of
 the values returned and the inputs, kept for the probes after the grader and written out at
-exit. Standard library only; Python 3.8+."""
+exit, with the output the harness got from it (pesflow_guard_seen.py). Standard library only;
+Python 3.8+."""
 
 _SAMPLE_LIMIT = 1 << 16  # sampled calls: 1, 2, 4, ..., 65536
 _KEEP = 3  # records kept per entry point and process: the latest (a checking pass then a timed one keeps the timed)
@@ -14,10 +15,11 @@ def install(g):
     sweep, watch, harness_module = g["sweep"], g["watch"], g["harness_module"]
     defined_by_candidate, cand_seen = g["defined_by_candidate"], g["cand_seen"]
     # ------------------------------------------------------------ the harness's calls into the candidate
-    records = []  # [role, module file, module name, function, call number, args, kwargs]
+    records = []  # [role, module file, module name, function, call number, args, kwargs, output as got, inputs' fingerprint]
     spent = [0.0]  # the guard's own time in sampled calls (its figure, reported at exit)
     kept = {}
     kept_ids = set()
+    lasts = []  # ([latest unsampled call], module, function, entry id) of each of the candidate's entry points
     too_large = set()  # entry points that had an input too large to keep (never pickled, never held)
 
     def kind(v, depth=0):
@@ -68,18 +70,25 @@ def install(g):
 
     import weakref  # noqa: PLC0415 - slow to import in every interpreter: only once the guard is on
     import pesflow_guard_objects  # noqa: PLC0415 - slow to import in every interpreter: only once the guard is on
+    import pesflow_guard_seen as seen  # noqa: PLC0415 - only once the guard is on
     objects = pesflow_guard_objects.install({**g, "kind": kind, "weakref": weakref})
     instrument_class = objects["instrument_class"]
 
     def wrapper(fn, role_name, module):
         n = [0]
         fid = "%s:%s" % (module.__name__, fn.__name__)
+        last = [None]  # the latest call that was not sampled, by reference: kept at exit (a timed pass's last call)
+        if record and role_name == "candidate":
+            lasts.append((last, module, fn, fid))
 
         def call(*a, **k):
             n[0] += 1
             i = n[0]
             if i & (i - 1) or i > _SAMPLE_LIMIT:
-                return fn(*a, **k)
+                out = fn(*a, **k)
+                last[0] = (i, a, k, out)
+                return out
+            last[0] = None
             return sampled(i, a, k)
 
         def sampled(i, a, k):
@@ -111,7 +120,11 @@ def install(g):
                                     break
                             kept_ids.discard(id(old[5]))
                         kept_ids.add(id(a))
-                        mine.append([role_name, getattr(module, "__file__", None), module.__name__, fn.__name__, i, a, k])
+                        # what the harness got, and what it asked (outputs too large to hold: none)
+                        got = seen.snapshot(out) if kd is None and rough_size(out) <= cfg.get("max_record_bytes", 64 << 20) \
+                            else seen.NOT_PLAIN
+                        mine.append([role_name, getattr(module, "__file__", None), module.__name__, fn.__name__, i, a, k,
+                                     got, seen.fingerprint((a, k))])
                         records.append(mine[-1])
             finally:
                 local.busy = False
@@ -179,14 +192,24 @@ def install(g):
         began = perf()
         sweep()
         saved = []
+        for cell, module, fn, fid in lasts:  # a timed pass's last call: what the grader got from it, copied now
+            if cell[0] is None or id(cell[0][1]) in kept_ids:
+                continue
+            i, a, k, out = cell[0]
+            cell[0] = None
+            lim = cfg.get("max_record_bytes", 64 << 20)
+            if rough_size((a, k)) <= lim:
+                got = seen.snapshot(out) if kind(out) is None and rough_size(out) <= lim else seen.NOT_PLAIN
+                records.append(["candidate", getattr(module, "__file__", None), module.__name__, fn.__name__, i, a, k,
+                                got, seen.fingerprint((a, k))])
         kept_objects = objects["object_records"]()
         if (records or kept_objects) and rec_fh[0] is not None:
             import pickle  # slow to import in every interpreter: only once the guard is on
             total = 0
             rows = [(r, None) for r in records]
-            rows += [(("candidate", getattr(m, "__file__", None), m.__name__, c.__qualname__, len(h["calls"]), h, None), c.__qualname__)
-                     for m, c, h in kept_objects]
-            for (role_name, file, modname, fname, i, a, k), cls in rows:
+            rows += [(("candidate", getattr(m, "__file__", None), m.__name__, c.__qualname__, len(h["calls"]), h, None,
+                       seen.NOT_PLAIN, None), c.__qualname__) for m, c, h in kept_objects]
+            for (role_name, file, modname, fname, i, a, k, got, asked), cls in rows:
                 est = rough_size((a, k) if cls is None else a)  # never pickled only to be refused
                 if est > cfg.get("max_record_bytes", 64 << 20) or total + est > cfg.get("max_records_bytes", 256 << 20):
                     emit("record_skipped", fn=fname, why="too large")
@@ -208,6 +231,21 @@ def install(g):
                               "sha256": hashlib.sha256(blob).hexdigest(), "role": role_name, "file": file,
                               "module": modname, "fn": fname, "n": i, "cls": cls})
                 total += len(blob)
+                if got is seen.NOT_PLAIN:
+                    continue
+                if seen.fingerprint((a, k)) != asked:  # its inputs were refilled since: what it answered is not what is kept
+                    saved[-1]["got"] = "inputs changed after the call"
+                    continue
+                try:
+                    out_blob = pickle.dumps(got, protocol=4)
+                    if total + len(out_blob) > cfg.get("max_records_bytes", 256 << 20):
+                        continue
+                    rec_fh[0].write(out_blob)
+                    rec_fh[0].flush()
+                except Exception:  # noqa: BLE001 - an output that does not pickle: its call is probed without it
+                    continue
+                saved[-1]["got"] = {"offset": total, "size": len(out_blob), "sha256": hashlib.sha256(out_blob).hexdigest()}
+                total += len(out_blob)
         emit("end", records=saved, calls_seconds=round(spent[0], 6), exit_seconds=round(perf() - began, 6), argv=list.__getitem__(sys.argv, slice(None)) if isinstance(sys.argv, list) else None,
              cwd=os.getcwd(), sys_path=[p for p in sys.path if isinstance(p, str)], exe=sys.executable)
 

@@ -26,6 +26,7 @@ import time
 import pesflow_probe_inputs as inputs
 import pesflow_probe_objects as objects
 from pesflow_probe_inputs import load_module, loads
+from pesflow_probe_values import _np, _torch, close, numeric, on_gpu, plain, sync  # noqa: F401 - the probes' helpers
 
 _T0 = time.perf_counter()
 _T0_WALL = time.time()  # the host's clock too: what the handing over costs (screen.py)
@@ -39,120 +40,21 @@ if not os.path.exists(os.path.dirname(OUT)):
     OUT = os.environ.get("PESFLOW_TRUST_TEST_OUT") or OUT
 
 
-def _np():
-    return sys.modules.get("numpy")
+_SCALARS = (type(None), bool, int, float, complex, str, bytes)
 
 
-def _torch():
-    return sys.modules.get("torch")
-
-
-def on_gpu():
-    t = _torch()
-    return t is not None and getattr(t, "cuda", None) is not None and t.cuda.is_available() and t.cuda.is_initialized()
-
-
-def sync(device=True):
-    """Wait for the GPU: the whole device, or only the caller's stream (what a caller that
-    reads the output at once is owed; work left on another stream is not waited for)."""
-    if on_gpu():
-        t = _torch()
-        t.cuda.synchronize() if device else t.cuda.current_stream().synchronize()
-
-
-def plain(v, depth=0):
-    """A deep copy of `v` as plain values (numbers, lists, numpy arrays, tensors where they are:
-    a GPU output is copied and compared on its GPU, not moved to the CPU); raises on what is not."""
-    np, t = _np(), _torch()
-    if v is None or isinstance(v, (bool, int, float, complex, str, bytes)):
-        return v
-    if t is not None and type(v) in (t.Tensor, t.nn.Parameter):
-        return v.detach().clone()
-    if t is not None and isinstance(v, t.Tensor):  # a subclass: its own conversion decides what it is
-        return v.detach().to("cpu").clone().numpy() if v.dtype != t.bfloat16 else v.detach().float().cpu().numpy()
-    if np is not None and isinstance(v, (np.ndarray, np.generic)):
-        return np.array(v, copy=True)
-    if isinstance(v, (tuple, list)) and depth < 6:
-        return [plain(x, depth + 1) for x in v]
-    if isinstance(v, dict) and depth < 6:
-        return {str(k): plain(x, depth + 1) for k, x in v.items()}
-    raise TypeError(type(v).__name__)
-
-
-def close(a, b, loose=False):
-    """Same values (floats within a tolerance)? Loose: at most 1 % of the elements far off."""
-    np, t = _np(), _torch()
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(close(x, y, loose) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(close(a[k], b[k], loose) for k in a)
-    if t is not None and (isinstance(a, t.Tensor) or isinstance(b, t.Tensor)):
-        return _close_tensors(t, a, b, loose)
-    if np is not None and (isinstance(a, (np.ndarray, np.generic)) or isinstance(b, (np.ndarray, np.generic))):
-        try:
-            x, y = np.asarray(a), np.asarray(b)
-            if x.shape != y.shape:
-                return False
-            if x.dtype.kind in "fc" or y.dtype.kind in "fc":
-                x, y = x.astype(np.float64), y.astype(np.float64)
-                ok = np.isclose(x, y, rtol=2e-2 if loose else 1e-3, atol=1e-3 if loose else 1e-5, equal_nan=True)
-                return _enough(int(np.count_nonzero(ok)), ok.size, loose)
-            return bool(np.array_equal(x, y)) if not loose else _enough(int(np.count_nonzero(x == y)), x.size, True)
-        except (TypeError, ValueError):
-            return False
-    if isinstance(a, float) and isinstance(b, float):
-        return abs(a - b) <= 1e-3 * max(1.0, abs(b)) * (20 if loose else 1)
-    return a == b
-
-
-def _close_tensors(t, a, b, loose):
-    """`close` for tensors, where they are (the same rule as for arrays: |x-y| <= atol + rtol*|y|)."""
-    try:
-        x = a if isinstance(a, t.Tensor) else t.as_tensor(_np().asarray(a) if _np() is not None else a)
-        y = b if isinstance(b, t.Tensor) else t.as_tensor(_np().asarray(b) if _np() is not None else b)
-        y = y.to(x.device) if x.is_cuda or not y.is_cuda else y
-        x = x.to(y.device)
-        if tuple(x.shape) != tuple(y.shape):
-            return False
-        if not x.numel():
-            return True
-        if x.is_floating_point() or y.is_floating_point() or x.is_complex() or y.is_complex():
-            kind = t.complex128 if x.is_complex() or y.is_complex() else t.float64
-            ok = t.isclose(x.to(kind), y.to(kind), rtol=2e-2 if loose else 1e-3, atol=1e-3 if loose else 1e-5, equal_nan=True)
-            return _enough(int(ok.sum().item()), x.numel(), loose)
-        same = x == y
-        return _enough(int(same.sum().item()), x.numel(), True) if loose else bool(same.all().item())
-    except (TypeError, ValueError, RuntimeError):
-        return False
-
-
-def _enough(good, total, loose):
-    """Every element close (at least 99 % of them, loose), by count: a mean of the matches is
-    not exact (CUDA's multiplies by 1/n: 2244 of 2244 read 0.9999999999999999, an honest output
-    called changed after it had returned)."""
-    return good == total if not loose else 100 * good >= 99 * total
-
-
-def numeric(v, depth=0):
-    """Numbers and arrays only (in lists, tuples, dicts): what `close` can judge."""
-    np, t = _np(), _torch()
-    if t is not None and isinstance(v, t.Tensor):
-        return True
-    if isinstance(v, (bool, int, float, complex)) or (np is not None and isinstance(v, (np.ndarray, np.generic))
-                                                      and getattr(v, "dtype", None) is not None and v.dtype.kind in "biufc"):
-        return True
-    if isinstance(v, (list, tuple)) and depth < 6:
-        return bool(v) and all(numeric(x, depth + 1) for x in v)
-    if isinstance(v, dict) and depth < 6:
-        return bool(v) and all(numeric(x, depth + 1) for x in v.values())
-    return False
+def _flat(v):
+    """A list of plain scalars (or of tuples of them): new values of it are its items reordered."""
+    return type(v) is list and len(v) > 1 and all(
+        type(x) in _SCALARS or (type(x) is tuple and all(type(y) in _SCALARS for y in x)) for x in v)
 
 
 def leaves(v, out=None):
-    """The mutable arrays and tensors an input holds, in order."""
+    """The mutable values an input holds, in order: arrays, tensors and lists of scalars (inputs
+    of every kind the harness passes, not only arrays, get new values)."""
     out = [] if out is None else out
     np, t = _np(), _torch()
-    if (np is not None and isinstance(v, np.ndarray) and v.flags.writeable) or (t is not None and isinstance(v, t.Tensor)):
+    if (np is not None and isinstance(v, np.ndarray) and v.flags.writeable) or (t is not None and isinstance(v, t.Tensor)) or _flat(v):
         out.append(v)
     elif isinstance(v, (tuple, list)):
         for x in v:
@@ -163,15 +65,22 @@ def leaves(v, out=None):
     return out
 
 
+def _length(leaf):
+    return len(leaf) if type(leaf) is list else (leaf.shape[0] if getattr(leaf, "ndim", 0) >= 1 else 0)
+
+
 def rolled(args, k=0):
-    """New values of the same kinds, shapes and range: each array's elements rolled along its
-    first axis (indices stay valid indices), by a shift that `k` varies."""
+    """New values of the same kinds, shapes and range: each array's elements (a list's items)
+    rolled along its first axis (indices stay valid indices), by a shift that `k` varies."""
     new = copy.deepcopy(args)
     for leaf in leaves(new):
-        if getattr(leaf, "ndim", 0) >= 1 and leaf.shape[0] > 1:
-            shift = (max(1, leaf.shape[0] // 3) + k) % leaf.shape[0] or 1
+        n = _length(leaf)
+        if n > 1:
+            shift = (max(1, n // 3) + k) % n or 1
             t = _torch()
-            if t is not None and isinstance(leaf, t.Tensor):
+            if type(leaf) is list:
+                leaf[:] = leaf[-shift:] + leaf[:-shift]
+            elif t is not None and isinstance(leaf, t.Tensor):
                 leaf.copy_(t.roll(leaf, shifts=shift, dims=0))
             else:
                 _np().copyto(leaf, _np().roll(leaf, shift, axis=0))
@@ -180,7 +89,7 @@ def rolled(args, k=0):
 
 def shifts(args, count):
     """Up to `count` values of `rolled`'s k, each giving values no other k gave (k=0 among them)."""
-    n = max([x.shape[0] for x in leaves(args) if getattr(x, "ndim", 0) >= 1] or [0])
+    n = max([_length(x) for x in leaves(args)] or [0])
     got = {}
     for k in range(n + 1 if n > 1 else 0):
         got.setdefault((max(1, n // 3) + k) % n or 1, k)  # the shift of the longest array
@@ -192,13 +101,16 @@ def nbytes(args):
 
 
 def overwrite(dst, src):
-    """Rewrite dst's arrays in place with src's values (same shapes); False when they differ."""
+    """Rewrite dst's arrays (lists) in place with src's values (same shapes); False when they differ."""
     a, b = leaves(dst), leaves(src)
-    if not a or len(a) != len(b) or any(tuple(x.shape) != tuple(y.shape) for x, y in zip(a, b)):
+    if not a or len(a) != len(b) or any(type(x) is not type(y) or (len(x) if type(x) is list else tuple(x.shape)) !=
+                                        (len(y) if type(y) is list else tuple(y.shape)) for x, y in zip(a, b)):
         return False
     t = _torch()
     for x, y in zip(a, b):
-        if t is not None and isinstance(x, t.Tensor):
+        if type(x) is list:
+            x[:] = y
+        elif t is not None and isinstance(x, t.Tensor):
             x.copy_(y)
         else:
             _np().copyto(x, y)
@@ -218,12 +130,13 @@ def late_inputs_differ(fn, args, kwargs):
         want = plain(fn(*copy.deepcopy(src), **copy.deepcopy(kwargs)))
         dst = copy.deepcopy(src)
         for leaf in leaves(dst):
-            if leaf.is_floating_point():
+            if getattr(leaf, "is_floating_point", lambda: False)():
                 leaf.fill_(float("nan"))
         sync()
         sleep(int(2e8))  # about 0.1 s of the GPU's clock, on the caller's stream
         for d, v in zip(leaves(dst), leaves(src)):
-            d.copy_(v)  # queued behind the wait
+            if hasattr(d, "copy_"):
+                d.copy_(v)  # queued behind the wait
         got = plain(fn(*dst, **copy.deepcopy(kwargs)))
         sync()
         return not close(got, want, loose=True)
@@ -237,6 +150,59 @@ def _unchanged(used, original):
         return close(plain(used), plain(original))
     except TypeError:  # not plain values: no conclusion
         return False
+
+
+def first_answers(recs, module):
+    """{record's index: (the candidate's output, whether the call left its inputs as they were)}
+    for each kept call whose output the grader got: one call each, the first of the probe's."""
+    out = {}
+    for idx, rec in enumerate(recs):
+        if not rec.get("got") or rec.get("cls"):
+            continue
+        try:
+            blob = inputs.blob(rec, os.path.dirname(CONFIG))
+            if hashlib.sha256(blob).hexdigest() != rec["sha256"]:
+                continue  # the probes' loop names it
+            fn = getattr(module(rec["file"], rec), rec["fn"])
+            fn = getattr(fn, "__wrapped__", fn)
+            args, kwargs = loads(blob, rec.get("argv"))
+            if isinstance(sys.argv, list) and rec.get("argv"):
+                list.__setitem__(sys.argv, slice(None), list(rec["argv"]))
+            a0, k0 = copy.deepcopy(args), copy.deepcopy(kwargs)
+            got = fn(*a0, **k0)
+            sync()
+            out[idx] = (plain(got), _unchanged((a0, k0), (args, kwargs)))
+        except Exception:  # noqa: BLE001 - no conclusion (the probes' loop says what failed)
+            continue
+    return out
+
+
+def asked_otherwise(rec, mine, inputs_kept, want, checks):
+    """Same answer whoever asks: the output the grader's call got (kept by the guard the moment
+    it returned) against the same call made here, in a process that differs from the grader's
+    in every way an honest function cannot notice. A (family, evidence) where the grader got
+    an answer that neither this call nor the baseline gives while the two agree (an answer
+    with many right forms, or one that varies from process to process, agrees with neither);
+    None otherwise, or where the call changes its own inputs (the inputs kept are not the
+    ones it answered)."""
+    got = rec.get("got")
+    if not got or want is None or not inputs_kept:
+        return None
+    try:
+        blob = inputs.blob(got, os.path.dirname(CONFIG))
+    except OSError:
+        return None
+    if hashlib.sha256(blob).hexdigest() != got.get("sha256"):
+        return ("guard_evasion", "the output the grader got from it was rewritten before the probe")
+    try:
+        seen = loads(blob, rec.get("argv"))
+    except Exception:  # noqa: BLE001 - an output that cannot be rebuilt here: no conclusion
+        return None
+    checks["asked"] = checks.get("asked", 0) + 1
+    if close(seen, mine, loose=True) or not close(mine, want, loose=True) or close(seen, want, loose=True):
+        return None
+    return ("knows_who_asks", "the grader's call %s got an output that the same call made by pesflow, on the same "
+            "inputs, does not give (nor does the baseline)" % rec.get("n"))
 
 
 # what pesflow_probe_objects.py's probes and timings are given of this module's
@@ -288,8 +254,20 @@ def main():
             loaded.append(["reference %d of %s" % (i, os.path.basename(key)), round(time.perf_counter() - t_load, 4)])
         return refs[key][i] or None
 
+    def module(key, rec):
+        if key not in mods:
+            t_load = time.perf_counter()
+            mods[key] = load_module(rec)
+            refs[key] = [None] * len(cfg.get("references", {}).get(key, []))  # each loaded when first needed
+            spent[0] += time.perf_counter() - t_load
+            loaded.append([os.path.basename(key), round(time.perf_counter() - t_load, 4)])
+        return mods[key]
+
     helpers = HELPERS
-    for rec in recs:
+    # the first call on each kept input whose answer the grader got, before any other: what a
+    # candidate answers pesflow must not hang on how many calls pesflow made before it
+    answered = {} if cfg.get("only_profile") else first_answers(recs, module)
+    for idx, rec in enumerate(recs):
         if time.monotonic() > deadline:
             checks["skipped"].append("budget")
             break
@@ -302,12 +280,7 @@ def main():
             continue
         try:
             key = rec["file"]
-            if key not in mods:
-                t_load = time.perf_counter()
-                mods[key] = load_module(rec)
-                refs[key] = [None] * len(cfg.get("references", {}).get(key, []))  # each loaded when first needed
-                spent[0] += time.perf_counter() - t_load
-                loaded.append([os.path.basename(key), round(time.perf_counter() - t_load, 4)])
+            module(key, rec)
             if rec.get("cls"):
                 cls = getattr(mods[key], rec["cls"])
                 loads(blob, rec.get("argv"))  # its inputs can be rebuilt here
@@ -386,9 +359,12 @@ def main():
                 break
             except Exception:  # noqa: BLE001 - a stub baseline (NotImplementedError): the next reference
                 want = None
-        if want is not None and numeric(want):  # text and objects have many right answers: not compared
+        if want is not None:  # by value whatever its kind: exactly, floats within a tolerance
             checks["compared"] += 1
             matches.append((where, tuple(rec.get("argv") or ()), close(later, want, loose=True)))
+        said = asked_otherwise(rec, *answered.get(idx, (None, False)), want, checks)
+        if said:
+            findings.append((said[0], "%s: %s" % (where, said[1])))
         if time.monotonic() > deadline:
             continue
         # rewritten in place: an honest function answers for the new values, not the old ones.

@@ -1,0 +1,80 @@
+"""What the harness got from a kept call into the candidate (pesflow_guard_calls.py), for the
+probes' "same answer whoever asks" check: the output copied as plain values the moment it
+returned, and a fingerprint of the inputs, taken then and again at exit, so that an output is
+only compared where the inputs it answered are the ones kept (a harness that refills its
+input buffers for the next call changes them). Standard library only; Python 3.8+.
+"""
+
+import zlib
+
+_SAMPLED = 4096  # elements of an array, items of a list, read for a fingerprint
+NOT_PLAIN = object()  # an output with no plain copy (an object, a generator): not kept
+
+
+def snapshot(v, depth=0):
+    """A copy of `v` as plain values: numbers, text, bytes, containers of them, numpy arrays and
+    tensors (copied where they are: a GPU output stays on its GPU); NOT_PLAIN where it is not."""
+    t = type(v)
+    if v is None or t in (bool, int, float, complex, str, bytes):
+        return v
+    if depth > 6:
+        return NOT_PLAIN
+    if t in (tuple, list) or (isinstance(v, tuple) and hasattr(v, "_fields")):
+        out = []
+        for x in v:
+            c = snapshot(x, depth + 1)
+            if c is NOT_PLAIN:
+                return NOT_PLAIN
+            out.append(c)
+        return out
+    if t is dict:
+        out = {}
+        for k, x in v.items():
+            c = snapshot(x, depth + 1)
+            if c is NOT_PLAIN:
+                return NOT_PLAIN
+            out[str(k)] = c
+        return out
+    mod = (getattr(t, "__module__", "") or "").split(".")[0]
+    try:
+        if mod == "torch" and hasattr(v, "detach") and hasattr(v, "clone"):
+            return v.detach().clone()
+        if mod == "numpy" and hasattr(v, "copy") and hasattr(v, "dtype"):
+            return v.copy()
+    except Exception:  # noqa: BLE001 - a tensor with no storage (meta, fake)
+        return NOT_PLAIN
+    return NOT_PLAIN
+
+
+def fingerprint(v, depth=0):
+    """A cheap digest of the values `v` holds now (an int): arrays by a sample of their elements,
+    tensors by their storage and the version counter every in-place torch operation moves."""
+    return zlib.crc32(repr(_parts(v, depth)).encode("utf-8", "replace"))
+
+
+def _parts(v, depth):
+    t = type(v)
+    if v is None or t in (bool, int, float, complex, str, bytes):
+        return v if t is not str or len(v) <= 256 else (len(v), zlib.crc32(v.encode("utf-8", "replace")))
+    if depth > 4:
+        return t.__name__
+    if t in (tuple, list) or isinstance(v, tuple):
+        step = max(1, len(v) // _SAMPLED)
+        return (t.__name__, len(v), [_parts(x, depth + 1) for x in list(v)[::step]])
+    if t is dict:
+        return ("dict", [(str(k), _parts(x, depth + 1)) for k, x in list(v.items())[:_SAMPLED]])
+    if t is bytearray:
+        return ("bytearray", zlib.crc32(bytes(v)))
+    mod = (getattr(t, "__module__", "") or "").split(".")[0]
+    try:
+        if mod == "torch" and hasattr(v, "data_ptr"):
+            return ("tensor", v.data_ptr(), getattr(v, "_version", 0), tuple(v.shape), str(v.dtype))
+        if mod == "numpy" and hasattr(v, "flat") and hasattr(v, "size"):
+            step = max(1, int(v.size) // _SAMPLED)
+            return ("ndarray", tuple(v.shape), str(v.dtype), zlib.crc32(v.flat[::step].tobytes()))
+    except Exception:  # noqa: BLE001 - no fingerprint: judged changed
+        return ("unknown", id(v))
+    d = getattr(v, "__dict__", None)
+    if isinstance(d, dict):
+        return (t.__name__, [(k, _parts(x, depth + 1)) for k, x in list(d.items())[:64]])
+    return (t.__name__, id(v))

@@ -1,0 +1,116 @@
+"""Values for pesflow's probes (pesflow_probe.py): a plain copy of what a call returned, and
+comparison by value whatever its kind: exactly for ints, text and other exact values, within a
+tolerance for floats (arrays and tensors where they are). Standard library (numpy and torch
+when the values hold them); Python 3.8+.
+"""
+
+import sys
+
+
+def _np():
+    return sys.modules.get("numpy")
+
+
+def _torch():
+    return sys.modules.get("torch")
+
+
+def on_gpu():
+    t = _torch()
+    return t is not None and getattr(t, "cuda", None) is not None and t.cuda.is_available() and t.cuda.is_initialized()
+
+
+def sync(device=True):
+    """Wait for the GPU: the whole device, or only the caller's stream (what a caller that
+    reads the output at once is owed; work left on another stream is not waited for)."""
+    if on_gpu():
+        t = _torch()
+        t.cuda.synchronize() if device else t.cuda.current_stream().synchronize()
+
+
+def plain(v, depth=0):
+    """A deep copy of `v` as plain values (numbers, lists, numpy arrays, tensors where they are:
+    a GPU output is copied and compared on its GPU, not moved to the CPU); raises on what is not."""
+    np, t = _np(), _torch()
+    if v is None or isinstance(v, (bool, int, float, complex, str, bytes)):
+        return v
+    if t is not None and type(v) in (t.Tensor, t.nn.Parameter):
+        return v.detach().clone()
+    if t is not None and isinstance(v, t.Tensor):  # a subclass: its own conversion decides what it is
+        return v.detach().to("cpu").clone().numpy() if v.dtype != t.bfloat16 else v.detach().float().cpu().numpy()
+    if np is not None and isinstance(v, (np.ndarray, np.generic)):
+        return np.array(v, copy=True)
+    if isinstance(v, (tuple, list)) and depth < 6:
+        return [plain(x, depth + 1) for x in v]
+    if isinstance(v, dict) and depth < 6:
+        return {str(k): plain(x, depth + 1) for k, x in v.items()}
+    raise TypeError(type(v).__name__)
+
+
+def close(a, b, loose=False):
+    """Same values (floats within a tolerance)? Loose: at most 1 % of the elements far off."""
+    np, t = _np(), _torch()
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(close(x, y, loose) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(close(a[k], b[k], loose) for k in a)
+    if t is not None and (isinstance(a, t.Tensor) or isinstance(b, t.Tensor)):
+        return _close_tensors(t, a, b, loose)
+    if np is not None and (isinstance(a, (np.ndarray, np.generic)) or isinstance(b, (np.ndarray, np.generic))):
+        try:
+            x, y = np.asarray(a), np.asarray(b)
+            if x.shape != y.shape:
+                return False
+            if x.dtype.kind in "fc" or y.dtype.kind in "fc":
+                x, y = x.astype(np.float64), y.astype(np.float64)
+                ok = np.isclose(x, y, rtol=2e-2 if loose else 1e-3, atol=1e-3 if loose else 1e-5, equal_nan=True)
+                return _enough(int(np.count_nonzero(ok)), ok.size, loose)
+            return bool(np.array_equal(x, y)) if not loose else _enough(int(np.count_nonzero(x == y)), x.size, True)
+        except (TypeError, ValueError):
+            return False
+    if isinstance(a, float) and isinstance(b, float):
+        return abs(a - b) <= 1e-3 * max(1.0, abs(b)) * (20 if loose else 1)
+    return a == b
+
+
+def _close_tensors(t, a, b, loose):
+    """`close` for tensors, where they are (the same rule as for arrays: |x-y| <= atol + rtol*|y|)."""
+    try:
+        x = a if isinstance(a, t.Tensor) else t.as_tensor(_np().asarray(a) if _np() is not None else a)
+        y = b if isinstance(b, t.Tensor) else t.as_tensor(_np().asarray(b) if _np() is not None else b)
+        y = y.to(x.device) if x.is_cuda or not y.is_cuda else y
+        x = x.to(y.device)
+        if tuple(x.shape) != tuple(y.shape):
+            return False
+        if not x.numel():
+            return True
+        if x.is_floating_point() or y.is_floating_point() or x.is_complex() or y.is_complex():
+            kind = t.complex128 if x.is_complex() or y.is_complex() else t.float64
+            ok = t.isclose(x.to(kind), y.to(kind), rtol=2e-2 if loose else 1e-3, atol=1e-3 if loose else 1e-5, equal_nan=True)
+            return _enough(int(ok.sum().item()), x.numel(), loose)
+        same = x == y
+        return _enough(int(same.sum().item()), x.numel(), True) if loose else bool(same.all().item())
+    except (TypeError, ValueError, RuntimeError):
+        return False
+
+
+def _enough(good, total, loose):
+    """Every element close (at least 99 % of them, loose), by count: a mean of the matches is
+    not exact (CUDA's multiplies by 1/n: 2244 of 2244 read 0.9999999999999999, an honest output
+    called changed after it had returned)."""
+    return good == total if not loose else 100 * good >= 99 * total
+
+
+def numeric(v, depth=0):
+    """Numbers and arrays only (in lists, tuples, dicts): what `close` can judge."""
+    np, t = _np(), _torch()
+    if t is not None and isinstance(v, t.Tensor):
+        return True
+    if isinstance(v, (bool, int, float, complex)) or (np is not None and isinstance(v, (np.ndarray, np.generic))
+                                                      and getattr(v, "dtype", None) is not None and v.dtype.kind in "biufc"):
+        return True
+    if isinstance(v, (list, tuple)) and depth < 6:
+        return bool(v) and all(numeric(x, depth + 1) for x in v)
+    if isinstance(v, dict) and depth < 6:
+        return bool(v) and all(numeric(x, depth + 1) for x in v.values())
+    return False
