@@ -98,3 +98,34 @@ def test_honest_answers_are_the_same_whoever_asks(evaluator, name):
     v = grade(evaluator, HONEST[name], "hidden")
     assert v.correct and not v.trust.suspect, (v.status, v.trust.reasons)
     assert (v.trust.checks.get("probes") or {}).get("asked", 0) >= 1, v.trust.checks.get("probes")
+
+
+# The figure reproduced: the baseline's own code, with a thread started at import that holds
+# the interpreter's lock for a while after each of its calls (its switch interval raised), so
+# whatever the harness times next (the baseline) waits; pesflow times the baseline before the
+# candidate's module is loaded, and the candidate no faster than it.
+BURNER = (
+    "import sys as _s, threading as _th\n"
+    "_go = _th.Event()\n"
+    "def _burn():\n"
+    "    while True:\n"
+    "        _go.wait()\n"
+    "        _go.clear()\n"
+    "        x = 0\n"
+    "        for i in range(3_000_000):\n"
+    "            x += i\n"
+    "_s.setswitchinterval(0.5)\n"
+    "_th.Thread(target=_burn, daemon=True).start()\n"
+    "def sum_squares(n):\n"
+    "    r = sum(i * i for i in range(n))\n"
+    "    _go.set()\n"
+    "    return r\n")
+
+
+@pytest.mark.parametrize("grader", ("hidden", "dev"))
+def test_a_figure_pesflow_cannot_reproduce_is_suspect(evaluator, grader):
+    v = grade(evaluator, BURNER, grader)
+    probes = v.trust.checks.get("probes") or {}
+    shown = (v.status, v.speedup, v.trust.reasons, probes.get("pace"), probes.get("reproduced"))
+    assert v.correct and v.speedup and v.speedup > 3, shown  # the grader alone pays it
+    assert v.trust.suspect and "speed_not_reproduced" in v.trust.families, shown

@@ -31,3 +31,23 @@ def test_the_reference_and_a_package_without_an_anchor_are_never_held_for_it(tmp
     assert not judge(tmp_path, 9.0, mode="oracle").needs_review
     assert not judge(tmp_path, 9.0, anchor=None).needs_review
     assert not judge(tmp_path, 1.5, anchor=1.0).needs_review  # an anchor at or below 1 is none
+
+
+# The figure reproduced (screen.not_reproduced): the grader's speedup against the largest of
+# pesflow's own ratios (baseline's seconds over the candidate's, each timed with pesflow's clock).
+@pytest.mark.parametrize("speedup,rows,found,mine", [
+    (10.0, [["f", 8, 0.01, 0.0099, 5]], True, 0.99),  # the baseline no slower than the candidate here
+    (10.0, [["f", 8, 0.01, 0.02, 5], ["f", 4, 0.001, 0.004, 5]], False, 4.0),  # the best case's ratio reaches it
+    (2.9, [["f", 8, 0.01, 0.005, 5]], False, 0.5),  # under the line itself: a slow candidate's 2.9 is not called out
+    (13.0, [["f", 8, 0.01, 0.04, 5]], True, 4.0),
+    (10.0, [], None, None),  # nothing timed: no conclusion
+    (10.0, [["f", 8, 0.0, 0.01, 5], "junk"], None, None),
+])
+def test_a_figure_far_above_pesflow_s_own_timing_is_not_reproduced(speedup, rows, found, mine):
+    from evaluator.trust.screen import not_reproduced
+
+    got, ratio = not_reproduced(rows, speedup, 3.0)
+    assert ratio == mine
+    assert (got is not None) == bool(found)
+    if got is not None:
+        assert got.family == "speed_not_reproduced" and f"{speedup:.4g}" in got.evidence

@@ -28,7 +28,7 @@ SOCKET = f"{CONFIG_DIR}/events.sock"
 # file the candidate wrote during the grading (its working folder, PYTHONPATH, a user site)
 # cannot stand in for them.
 PROBE_FILES = ("pesflow_probe.py", "pesflow_probe_objects.py", "pesflow_probe_inputs.py", "pesflow_probe_values.py",
-               "pesflow_profile.py")
+               "pesflow_probe_pace.py", "pesflow_profile.py")
 WARM_FILE = "pesflow_probe_warm.py"  # the warm probe: started before the grader where probes follow up
 WARM_GO = "warm-go"  # in CONFIG_DIR: the host's go to the warm probe
 WARM_OVER = "grader-over"  # in CONFIG_DIR: the init's word that the grader's processes are gone

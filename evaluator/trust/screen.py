@@ -93,9 +93,19 @@ class TrustScreen:
         if run is not None and self.config.probes and correct and prober is not None and worth:
             # every probe only for an implausible figure with nothing found yet: a grading already
             # suspect needs no more evidence than the quick probes give, nor their minute
+            # the figure timed again with pesflow's clock, where it is large enough to be out of reach
+            reproduce = bool(self.config.reproduce_ratio and baseline_scale and speedup and speedup > self.config.reproduce_ratio)
             found, checks["probes"] = self._probe(run, references, (implausible or capped) and not findings, prober, log_dir,
-                                                  callables, graders, profile)
+                                                  callables, graders, profile,
+                                                  reproduce={"budget_sec": self.config.reproduce_sec,
+                                                             "baseline_texts": {t for t in baseline.values() if t}}
+                                                  if reproduce else None)
             findings += found
+            if reproduce and isinstance(checks["probes"].get("pace"), list):
+                miss = not_reproduced(checks["probes"]["pace"], float(speedup or 0), self.config.reproduce_ratio)
+                checks["probes"]["reproduced"] = miss[1]
+                if miss[0]:
+                    findings.append(miss[0])
             if warm_key and checks["probes"].get("ran") and not checks["probes"].get("error"):
                 self.keep_import_cost(warm_key, checks["probes"])
         elif run is not None and self.config.probes and prober is not None and profile:  # asked for a correct one only
@@ -114,7 +124,7 @@ class TrustScreen:
     # ------------------------------------------------------------------ probes
     def _probe(self, run: GradeRun, references: dict[str, list[str]], full: bool, prober: Prober,
                log_dir: Path, callables: set[str], graders: str = "", profile: dict[str, Any] | None = None,
-               only_profile: bool = False) -> tuple[list[Finding], dict[str, Any]]:
+               only_profile: bool = False, reproduce: dict[str, Any] | None = None) -> tuple[list[Finding], dict[str, Any]]:
         # a function whose contract is to return a function (a decorator factory) has no output to check
         recs = [r for r in runtime.records(run.trust_events, run.trust_socket) if r.get("fn") not in callables]
         if not recs:
@@ -152,17 +162,20 @@ class TrustScreen:
                 path.write_text(text)
                 files[name] = path
                 refs.setdefault(e["file"], []).append(f"{instrument.CONFIG_DIR}/{name}")
-                if j == 0 and profile and text in profile["baseline_texts"]:
+                if j == 0 and text in (profile or reproduce or {}).get("baseline_texts", ()):
                     base_refs.append(e["file"])
         budget = self.config.full_probe_budget_sec if full else self.config.probe_budget_sec
         exe = next((r.get("exe") for r in chosen if r.get("exe")), None) or "python3"
         limit = budget + 60
         if profile:  # its calls, the baseline's, and an ncu replay at most (pesflow_profile.py)
             limit += float(profile["total_sec"]) + 10
+        if reproduce:  # the timing, and a slow last round past its budget
+            limit += 2 * float(reproduce["budget_sec"]) + 10
         config = {"probe": {"records": entries, "references": refs, "budget_sec": budget, "full": full, "exe": exe,
                             **({"profile": {"budget_sec": profile["budget_sec"], "total_sec": profile["total_sec"],
                                             "baseline_refs": base_refs},
-                                "only_profile": only_profile} if profile else {})},
+                                "only_profile": only_profile} if profile else {}),
+                            **({"pace": {"budget_sec": reproduce["budget_sec"], "baseline_refs": base_refs}} if reproduce else {})},
                   "record": False, "out_dir": instrument.OUT_DIR, "socket": instrument.SOCKET,
                   "candidate_paths": {}, "candidate_hashes": {}}
         files.update(instrument.probe_files())
@@ -249,6 +262,24 @@ def _scope_key(file: str, references: dict[str, list[str]]) -> str:
     if scored and scored[0][0] >= 2 and (len(scored) == 1 or scored[1][0] < scored[0][0]):
         return scored[0][1]
     return file
+
+
+def not_reproduced(rows: list[Any], speedup: float, times: float) -> tuple[Finding | None, float | None]:
+    """(a finding or None, pesflow's own ratio): the grader's speedup over the baseline against
+    pesflow's timing of the same calls (pesflow_probe_pace.py). A workload's figure is no larger
+    than its best case's, so the largest of pesflow's ratios is the one to reach; a figure past
+    `times` that ratio (and past `times` itself: a candidate pesflow times slower than the
+    baseline is not called out for a figure of 1.5) is not reproduced."""
+    ratios = [float(r[3]) / float(r[2]) for r in rows
+              if isinstance(r, list) and len(r) == 5 and float(r[2]) > 0 and float(r[3]) > 0]
+    if not ratios:
+        return None, None
+    mine = max(ratios)
+    if speedup > times * max(mine, 1.0):
+        return Finding(family="speed_not_reproduced", screen="probe",
+                       evidence=f"the grader's speedup {speedup:.4g}; pesflow's own clock, timing candidate and baseline on "
+                                f"the timing pass's inputs, {mine:.4g} at most ({len(ratios)} calls)"), round(mine, 4)
+    return None, round(mine, 4)
 
 
 def _got(src: Path, got: Any, folder: Path, i: int, files: dict[str, Path]) -> dict[str, Any]:

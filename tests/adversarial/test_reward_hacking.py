@@ -37,7 +37,8 @@ KNOWN_GAPS: dict[str, str] = {}
 
 def test_the_corpus_covers_every_family_and_names_known_ones():
     assert len(EXPLOITS) >= 24 and len(HONEST) >= 12
-    assert {e.family for e in EXPLOITS} == set(FAMILIES), {e.family for e in EXPLOITS} ^ set(FAMILIES)
+    named = {f for e in EXPLOITS for f in e.families}  # each family named by an exploit (first or not)
+    assert named == set(FAMILIES), named ^ set(FAMILIES)
     assert len({e.task for e in EXPLOITS}) >= 3
     for e in EXPLOITS:
         assert e.fields.get("attack") and e.fields.get("grader_alone"), e.path

@@ -152,6 +152,11 @@ def _unchanged(used, original):
         return False
 
 
+def _entry(mod, name):
+    fn = getattr(mod, name)
+    return getattr(fn, "__wrapped__", fn)
+
+
 def first_answers(recs, module):
     """{record's index: (the candidate's output, whether the call left its inputs as they were)}
     for each kept call whose output the grader got: one call each, the first of the probe's."""
@@ -163,8 +168,7 @@ def first_answers(recs, module):
             blob = inputs.blob(rec, os.path.dirname(CONFIG))
             if hashlib.sha256(blob).hexdigest() != rec["sha256"]:
                 continue  # the probes' loop names it
-            fn = getattr(module(rec["file"], rec), rec["fn"])
-            fn = getattr(fn, "__wrapped__", fn)
+            fn = _entry(module(rec["file"], rec), rec["fn"])
             args, kwargs = loads(blob, rec.get("argv"))
             if isinstance(sys.argv, list) and rec.get("argv"):
                 list.__setitem__(sys.argv, slice(None), list(rec["argv"]))
@@ -244,6 +248,7 @@ def main():
     def reference(rec, key, i):
         """The i-th reference module of `key` (the baseline first), loaded when first needed:
         loading a module can build a kernel. None where it cannot be loaded here."""
+        refs.setdefault(key, [None] * len(cfg.get("references", {}).get(key, [])))
         if refs[key][i] is None:
             t_load = time.perf_counter()
             try:
@@ -258,12 +263,18 @@ def main():
         if key not in mods:
             t_load = time.perf_counter()
             mods[key] = load_module(rec)
-            refs[key] = [None] * len(cfg.get("references", {}).get(key, []))  # each loaded when first needed
+            refs.setdefault(key, [None] * len(cfg.get("references", {}).get(key, [])))  # each loaded when first needed
             spent[0] += time.perf_counter() - t_load
             loaded.append([os.path.basename(key), round(time.perf_counter() - t_load, 4)])
         return mods[key]
 
     helpers = HELPERS
+    paced = None  # the baseline timed before any candidate code is loaded (pesflow_probe_pace.py)
+    if cfg.get("pace") and not cfg.get("only_profile"):
+        import pesflow_probe_pace as pace  # noqa: PLC0415 - only where the figure is to be reproduced
+        chosen = pace.cases(recs, cfg["pace"].get("baseline_refs") or (), lambda rec: inputs.blob(rec, os.path.dirname(CONFIG)), loads)
+        paced = (chosen, pace.baseline_first(chosen, lambda rec: getattr(reference(rec, rec["file"], 0), rec["fn"], None),
+                                             helpers, float(cfg["pace"].get("budget_sec", 3)) / 2))
     # the first call on each kept input whose answer the grader got, before any other: what a
     # candidate answers pesflow must not hang on how many calls pesflow made before it
     answered = {} if cfg.get("only_profile") else first_answers(recs, module)
@@ -404,6 +415,9 @@ def main():
             if not any(ok for _, ok in calls):
                 findings += [("wrong_on_unchecked_inputs", "%s: its output differs from the baseline's on this input" % w)
                              for w, _ in calls]
+    if paced:
+        checks["pace"] = pace.candidate_after(paced[0], paced[1], lambda rec: _entry(mods[rec["file"]], rec["fn"]), helpers,
+                                              float(cfg["pace"].get("budget_sec", 3)) / 2)
     if cfg.get("profile"):
         _profile(cfg, replayable, reference)
     now = time.perf_counter()

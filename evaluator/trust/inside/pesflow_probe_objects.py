@@ -38,6 +38,7 @@ import time
 
 _OTHER = object()  # a value of no kind both classes share: not compared
 _RAISED = object()  # a step that raised: the replay ends there
+_perf, _thread_time = time.perf_counter, time.thread_time  # read at import, before any candidate code: its own clocks
 _SCALE_CALLS = 8192  # calls with inputs in a scaled replay (a cheap class's timed instance is this large)
 _SCALE_BYTES = 256 << 20  # the copies of its inputs held at once, at most
 _DRAIN_DUNDERS = ("__len__", "__bool__")
@@ -102,9 +103,9 @@ def replay(cls, blob, h, steps=None, seconds=None, history=None):
     obj = cls(*init_a, **init_k)
     outs, spent = [], []  # the seconds in each method (its own time), not in the replay's own bookkeeping
     gpu = h.get("on_gpu", bool)()
-    t_start = time.perf_counter()
+    t_start = _perf()
     for i, (name, a, k) in enumerate(history["calls"]):
-        if (steps is not None and i >= steps) or (seconds is not None and i and time.perf_counter() - t_start > seconds):
+        if (steps is not None and i >= steps) or (seconds is not None and i and _perf() - t_start > seconds):
             break
         for j, x in list(enumerate(a)) + list(k.items()):
             if not isinstance(x, _SCALARS):
@@ -212,7 +213,7 @@ def scaled(cls, blob, h, drain, reps, steps=None, seconds=None, drain_steps=None
         outs.append((name, canon(out, seen, h)))
         return steps is None or len(outs) < steps
 
-    t0 = time.perf_counter()
+    t0 = _perf()
     for r in range(reps):
         if r:
             hist = h["loads"](blob)
@@ -226,14 +227,14 @@ def scaled(cls, blob, h, drain, reps, steps=None, seconds=None, drain_steps=None
             filled += 1
             if not step(name, a, k):
                 return outs
-        if seconds is not None and time.perf_counter() - t0 > seconds:
+        if seconds is not None and _perf() - t0 > seconds:
             break
-    t0 = time.perf_counter()
+    t0 = _perf()
     for _ in range(filled if drain_steps is None else drain_steps):
         for name in drain:
             if not step(name, (), {}):
                 return outs
-        if seconds is not None and time.perf_counter() - t0 > seconds:
+        if seconds is not None and _perf() - t0 > seconds:
             break
     return outs
 
@@ -368,18 +369,18 @@ def _switches():
 
 def mark():
     """A start for `own` and `disturbed`: the wall clock first (its window holds the others)."""
-    t = time.perf_counter()
+    t = _perf()
     w = _waited()
-    return w, (_switches() if w is None else 0), t, time.thread_time()
+    return w, (_switches() if w is None else 0), t, _thread_time()
 
 
 def own(m, gpu=False):
     """Seconds since mark `m` that load did not add: wall time less the caller's wait for a CPU, and
     never less than its CPU time (wall time on a GPU, where preempting the caller takes nothing
     from the device's time)."""
-    c = time.thread_time() - m[3]
+    c = _thread_time() - m[3]
     w = _waited() if m[0] is not None and not gpu else None
-    wall = time.perf_counter() - m[2]
+    wall = _perf() - m[2]
     return wall if w is None else max(c, wall - (w - m[0]))
 
 
@@ -472,9 +473,9 @@ def called(fn, a, k, h):
     h["sync"](False)
     now = h["plain"](out)
     h["sync"](False)
-    t1 = time.perf_counter()
+    t1 = _perf()
     h["sync"]()
-    t2 = time.perf_counter()
+    t2 = _perf()
     return out, now, [t1 - m[2], t2 - t1, disturbed(m)]
 
 
