@@ -85,7 +85,8 @@ class TrustConfig(_Strict):
     probes: bool = True  # the candidate's entry points called again after the grader
     plausibility_ratio: float = Field(3.0, gt=1)  # a speedup past this times the reference's runs every probe
     review_at_reward_cap: bool = True  # a speedup where the reward reaches its cap (the anchor squared) runs every probe too
-    reproduce_ratio: float = Field(3.0, ge=0)  # a speedup over this many times pesflow's own timing of the same calls is not reproduced (0: off)
+    reproduce_ratio: float = Field(3.0, ge=0)  # a speedup over this many times pesflow's own timing of the same calls needs review (0: off)
+    reproduce_suspect_ratio: float = Field(10.0, gt=1)  # ... over this many times: not reproduced, not a result
     reproduce_sec: float = Field(3.0, gt=0)  # seconds the probe may spend timing candidate and baseline for it
     probe_budget_sec: float = Field(5.0, gt=0)  # the quick probes of every correct grading
     full_probe_budget_sec: float = Field(60.0, gt=0)  # every probe, when the speedup is implausible

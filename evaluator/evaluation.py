@@ -308,6 +308,7 @@ class Evaluator:
             anchor=task.anchor.value if v.speedup is not None else None,
             prober=prober if backend_prober is not None else None, log_dir=g.log_dir,
             baseline_scale=v.speedup is not None, warm_key=task.content_hash[:20], graders=self._grader_text(task),
+            timed=watch.figure_kind(task.toml.primary_metric.metric_kind, task.toml.verifier.timing_metric)[0] == "timed",
             profile=profiles.budget(self.config.profile_sec, self.config.profile_share, run.grader_seconds)
             if g.profile and v.correct else None)
         probes = v.trust.checks.get("probes")

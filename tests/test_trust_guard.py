@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from evaluator.trust import runtime
+from evaluator.trust.findings import family as family_of
 from evaluator.trust.instrument import INSIDE
 
 HARNESS = """
@@ -318,7 +319,7 @@ def test_the_probes_call_the_kept_inputs_again(tmp_path, case):
     events = guarded(tmp_path, kernel)
     assert runtime.records(events, socket_used=False)
     got = _probe_kept(tmp_path, events, {"full": True})
-    names = {f[0] for f in got["findings"]}
+    names = {family_of(f[0]) for f in got["findings"]}
     assert got["checks"]["calls"] >= 1
     assert names == set() if family is None else family in names, got
 
@@ -333,7 +334,7 @@ def test_the_probes_call_the_code_as_graded_not_as_it_left_itself(tmp_path, rest
     kernel.write_text("def entry(x):\n    return x.cumsum()\n")  # what it left behind
     (tmp_path / "restore-0.txt").write_text(textwrap.dedent(cheat))
     got = _probe_kept(tmp_path, events, {"restore": {str(kernel): "restore-0.txt"}} if restored else {})
-    names = {f[0] for f in got["findings"]}
+    names = {family_of(f[0]) for f in got["findings"]}
     if restored:
         assert got["checks"]["restored"] == [str(kernel)] and kernel.read_text() == textwrap.dedent(cheat)
         assert "output_cached" in names, got
@@ -399,7 +400,7 @@ def test_the_probes_compare_tensors_where_they_are(tmp_path, case):
     (tmp_path / "baseline.py").write_text("import torch\ndef entry(x):\n    return torch.cumsum(x, 0)\n")
     kfile = str(tmp_path / "repo" / "submission" / "kernel.py")
     got = _probe_kept(tmp_path, events, {"references": {kfile: [str(tmp_path / "baseline.py")]}})
-    names = {f[0] for f in got["findings"]}
+    names = {family_of(f[0]) for f in got["findings"]}
     assert got["checks"]["compared"] >= 1, got
     assert names == (set() if case == "honest" else {"output_cached"}), got
 

@@ -100,31 +100,31 @@ def test_honest_answers_are_the_same_whoever_asks(evaluator, name):
     assert (v.trust.checks.get("probes") or {}).get("asked", 0) >= 1, v.trust.checks.get("probes")
 
 
-# The figure reproduced: the baseline's own code, with a thread started at import that holds
-# the interpreter's lock for a while after each of its calls (its switch interval raised), so
-# whatever the harness times next (the baseline) waits; pesflow times the baseline before the
-# candidate's module is loaded, and the candidate no faster than it.
-BURNER = (
-    "import sys as _s, threading as _th\n"
-    "_go = _th.Event()\n"
-    "def _burn():\n"
-    "    while True:\n"
-    "        _go.wait()\n"
-    "        _go.clear()\n"
-    "        x = 0\n"
-    "        for i in range(3_000_000):\n"
-    "            x += i\n"
-    "_s.setswitchinterval(0.5)\n"
-    "_th.Thread(target=_burn, daemon=True).start()\n"
+# The figure reproduced: the baseline's own code, which on its first call finds the harness's
+# baseline module in its caller's globals and makes its function sleep 150 ms a call (rules name
+# that too); the
+# figure pesflow reproduces is the baseline's, loaded by pesflow before any candidate code, against
+# the candidate: no faster than it.
+SLOWS_BASELINE = (
+    "import sys as _s, time as _t\n"
+    "def _slow(f):\n"
+    "    def g(n):\n"
+    "        _t.sleep(0.15)\n"
+    "        return f(n)\n"
+    "    return g\n"
     "def sum_squares(n):\n"
-    "    r = sum(i * i for i in range(n))\n"
-    "    _go.set()\n"
-    "    return r\n")
+    "    f = _s._getframe(1)\n"
+    "    while f is not None and 'base' not in f.f_globals:\n"
+    "        f = f.f_back\n"
+    "    m = f.f_globals['base'] if f is not None else None\n"
+    "    if m is not None and not hasattr(m, '_pf'):\n"
+    "        m._pf = m.sum_squares = _slow(m.sum_squares)\n"
+    "    return sum(i * i for i in range(n))\n")
 
 
 @pytest.mark.parametrize("grader", ("hidden", "dev"))
 def test_a_figure_pesflow_cannot_reproduce_is_suspect(evaluator, grader):
-    v = grade(evaluator, BURNER, grader)
+    v = grade(evaluator, SLOWS_BASELINE, grader)
     probes = v.trust.checks.get("probes") or {}
     shown = (v.status, v.speedup, v.trust.reasons, probes.get("pace"), probes.get("reproduced"))
     assert v.correct and v.speedup and v.speedup > 3, shown  # the grader alone pays it

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from evaluator.trust import runtime
+from evaluator.trust.findings import family as family_of
 from evaluator.trust.instrument import INSIDE
 from evaluator.trust.screen import _scope_key
 from tests.test_trust_guard import guarded
@@ -176,7 +177,7 @@ def test_a_class_entry_point_is_recorded_and_replayed_against_the_baseline(tmp_p
     # one instance per process: the correctness pass's first queue (40 pushes, 40 pops) and the timed pass's
     assert sorted(r["n"] for r in recs) == [80, 1200], recs
     got = _probe(tmp_path, events, full=family == "output_cached" or case.startswith("honest"))
-    names = {f[0] for f in got["findings"]}
+    names = {family_of(f[0]) for f in got["findings"]}
     assert got["checks"]["calls"] == 2 and got["checks"]["compared"] == 2, got  # the harness's Req rebuilt from its script
     assert names == set() if family is None else family in names, got
 
@@ -291,7 +292,7 @@ def test_a_class_of_cheap_methods_is_replayed_scaled_up(tmp_path, case):
     recs = [r for r in runtime.records(events, socket_used=False) if r.get("cls")]
     assert sorted(r["n"] for r in recs) == [64, 64], recs  # both recordings cut short for their cost
     got = _probe(tmp_path, events, full=False)
-    names = {f[0] for f in got["findings"]}
+    names = {family_of(f[0]) for f in got["findings"]}
     assert names == set() if family is None else names == {family}, got
     scaled = [n for n in got["checks"].get("objects", []) if isinstance(n, dict) and "scaled" in n]
     assert len(scaled) == 2 and all(n["drain"] == ["pop"] for n in scaled), got  # both drained with the harness's pop
@@ -314,7 +315,7 @@ def test_a_class_of_a_module_loaded_outside_sys_modules_is_recorded(tmp_path):
     recs = [r for r in runtime.records(events, socket_used=False) if r.get("cls")]
     assert sorted(r["n"] for r in recs) == [64, 64] and {r["module"] for r in recs} == {"kb_mod_xxx"}, recs
     got = _probe(tmp_path, events, full=False)
-    assert {f[0] for f in got["findings"]} == {"wrong_on_unchecked_inputs"}, got
+    assert {family_of(f[0]) for f in got["findings"]} == {"wrong_on_unchecked_inputs"}, got
 
 
 TORCH_HARNESS = """
@@ -363,7 +364,7 @@ def test_a_module_of_tensors_is_replayed_on_tensors(tmp_path, case):
     recs = [r for r in runtime.records(events, socket_used=False) if r.get("cls")]
     assert sorted(r["n"] for r in recs) == [4, 24], recs  # each process's instance, whole
     got = _probe(tmp_path, events, full=True, baseline=TORCH_BASELINE)
-    names = {f[0] for f in got["findings"]}
+    names = {family_of(f[0]) for f in got["findings"]}
     # a cache keyed by id() answers a new tensor that took a freed one's address with the old
     # output: that instance's replay is then partly wrong, which concludes nothing either way
     assert got["checks"]["compared"] == 2 if case == "honest" else got["checks"]["compared"] >= 1, got

@@ -34,20 +34,25 @@ def test_the_reference_and_a_package_without_an_anchor_are_never_held_for_it(tmp
 
 
 # The figure reproduced (screen.not_reproduced): the grader's speedup against the largest of
-# pesflow's own ratios (baseline's seconds over the candidate's, each timed with pesflow's clock).
-@pytest.mark.parametrize("speedup,rows,found,mine", [
-    (10.0, [["f", 8, 0.01, 0.0099, 5]], True, 0.99),  # the baseline no slower than the candidate here
-    (10.0, [["f", 8, 0.01, 0.02, 5], ["f", 4, 0.001, 0.004, 5]], False, 4.0),  # the best case's ratio reaches it
-    (2.9, [["f", 8, 0.01, 0.005, 5]], False, 0.5),  # under the line itself: a slow candidate's 2.9 is not called out
-    (13.0, [["f", 8, 0.01, 0.04, 5]], True, 4.0),
+# pesflow's own ratios (baseline's seconds over the candidate's, each timed with pesflow's clock);
+# past 10x that ratio not a result, past 3x for a person.
+@pytest.mark.parametrize("speedup,rows,said,mine", [
+    (12.0, [["f", 8, 0.01, 0.0099, 5]], "suspect", 0.99),  # the baseline no slower than the candidate here
+    (5.0, [["f", 8, 0.01, 0.0099, 5]], "review", 0.99),
+    (10.0, [["f", 8, 0.01, 0.02, 5], ["f", 4, 0.001, 0.004, 5]], None, 4.0),  # the best case's ratio reaches it
+    (2.9, [["f", 8, 0.01, 0.005, 5]], None, 0.5),  # under the line itself: a slow candidate's 2.9 is not called out
+    (45.0, [["f", 8, 0.01, 0.04, 5]], "suspect", 4.0),
     (10.0, [], None, None),  # nothing timed: no conclusion
     (10.0, [["f", 8, 0.0, 0.01, 5], "junk"], None, None),
 ])
-def test_a_figure_far_above_pesflow_s_own_timing_is_not_reproduced(speedup, rows, found, mine):
+def test_a_figure_far_above_pesflow_s_own_timing_is_not_reproduced(speedup, rows, said, mine):
+    from evaluator.trust.findings import NOT_REPRODUCED
     from evaluator.trust.screen import not_reproduced
 
-    got, ratio = not_reproduced(rows, speedup, 3.0)
+    got, review, ratio = not_reproduced(rows, speedup, 3.0, 10.0)
     assert ratio == mine
-    assert (got is not None) == bool(found)
+    assert (got is not None) == (said == "suspect") and (review is not None) == (said == "review")
     if got is not None:
         assert got.family == "speed_not_reproduced" and f"{speedup:.4g}" in got.evidence
+    if review is not None:
+        assert review.startswith(NOT_REPRODUCED) and f"{speedup:.4g}" in review

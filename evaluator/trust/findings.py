@@ -1,47 +1,46 @@
 """The trust verdict: what the screens found about one grading, beside the grader's own figures.
 
-A finding names its family and its evidence (`timer_replaced: time.perf_counter by
-submission/kernel.py:14`). The families are the ways a candidate can earn a score without
-computing faster; every screen (runtime guard, probes, static read, plausibility) reports in
-these names, so a reader, a lesson or a table says the same thing whichever screen saw it.
+A finding names the rule that saw it, its family and its evidence (`timer_replaced:
+time.perf_counter by submission/kernel.py:14`). The rules and families are one table,
+inside/pesflow_rules.py, which the code inside the grading loads too; every screen (runtime
+guard, probes, static read) reports by rule id, so a reader, a lesson or a table says the same
+thing whichever screen saw it.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
-# family -> what it means, in one line (the summarizer's lesson and the report use it)
-FAMILIES: dict[str, str] = {
-    "timer_replaced": "replaced or wrapped a clock, timer or synchronization the harness measures with",
-    "harness_patched": "replaced attributes of the harness's own modules, builtins or library classes it did not define",
-    "caller_inspected": "read its callers' frames to learn who calls it (e.g. the timing loop)",
-    "grader_sniffed": "read the process's argv, the grader's mode variables or the grader's files to learn which pass runs",
-    "gc_walked": "walked the garbage collector's objects to reach the harness's",
-    "lazy_output": "returned an object that computes later (a proxy or generator) instead of plain values",
-    "output_cached": "handed back an output kept from an earlier call instead of computing it",
-    "wrong_on_unchecked_inputs": "answered right on the inputs the correctness pass checks and wrong on others",
-    "speed_not_reproduced": "earned a speedup that pesflow, timing candidate and baseline on the same calls with its own clock, does not reproduce",
-    "knows_who_asks": "gave the grader's call an answer that the same call, made by pesflow on the same inputs, does not give",
-    "unsynchronized_work": "left work running (threads, GPU streams) that nobody waits for when it returns",
-    "guard_evasion": "tried to silence or escape pesflow's runtime guard",
-}
+from evaluator.trust.inside.pesflow_rules import FAMILIES, RULES, family  # noqa: F401 - one table for host and sandbox
+
 REVIEW = "implausible_speedup"  # not a family: a speedup far past the reference, every probe passed
 AT_REWARD_CAP = "speedup_at_reward_cap"  # not a family: a speedup where the reward reaches its cap (the anchor squared), every probe passed
 WATCHED_DIFFERS = "watched_differs"  # not a family: the watched grading did not reproduce the scored one
+NOT_REPRODUCED = "figure_not_reproduced"  # not a family: pesflow's own clock comes short of the figure, though not far
 # what needs a person's review without being a finding, in one line each (readers and prompts)
 REVIEWS: dict[str, str] = {
     REVIEW: "a speedup far past the reference's, every probe passed",
     AT_REWARD_CAP: "a speedup at which the benchmark's reward reaches its cap, every probe passed",
     WATCHED_DIFFERS: "graded again with the screen watching, it failed or read far lower (it may know when it is watched)",
+    NOT_REPRODUCED: "pesflow, timing candidate and baseline on the same calls with its own clock, measured well under the figure",
 }
 
 
 class Finding(BaseModel):
-    family: str
+    """What one rule of RULES (inside/pesflow_rules.py) saw: its family follows from the rule."""
+
+    rule: str = ""  # an id of RULES (empty in a verdict written before rules had ids)
+    family: str = ""
     evidence: str  # where and what: `time.perf_counter by submission/kernel.py:14`
     screen: str  # runtime | probe | static | plausibility
+
+    @model_validator(mode="after")
+    def _family_of_rule(self) -> "Finding":
+        if self.rule and not self.family:
+            self.family = family(self.rule)
+        return self
 
     def reason(self) -> str:
         return f"{self.family}: {self.evidence}"
@@ -55,6 +54,7 @@ class Trust(BaseModel):
     suspect: bool = False
     needs_review: bool = False
     reasons: list[str] = Field(default_factory=list)
+    rules: list[str] = Field(default_factory=list)  # the ids of the rules behind the reasons (pesflow_rules.RULES)
     checks: dict[str, Any] = Field(default_factory=dict)
     review: dict[str, Any] | None = None  # a person's decision (pesflow review): accepted/rejected, why, when
 
@@ -67,7 +67,8 @@ class Trust(BaseModel):
             per_family[fam] = per_family.get(fam, 0) + 1
             if per_family[fam] <= 3:
                 reasons.append(r)
-        return cls(suspect=bool(findings), needs_review=needs_review and not findings, reasons=reasons, checks=checks)
+        rules = list(dict.fromkeys(f.rule for f in findings if f.rule))
+        return cls(suspect=bool(findings), needs_review=needs_review and not findings, reasons=reasons, rules=rules, checks=checks)
 
     @property
     def families(self) -> list[str]:

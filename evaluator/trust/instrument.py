@@ -19,7 +19,7 @@ from pathlib import Path
 INSIDE = Path(__file__).resolve().parent / "inside"
 GUARD_FILES = ("pesflow_guard.pth", "pesflow_guard.py", "pesflow_guard_active.py", "pesflow_guard_watch.py",
                "pesflow_guard_calls.py", "pesflow_guard_objects.py", "pesflow_guard_startup.py",
-               "pesflow_guard_planted.py", "pesflow_guard_seen.py", "pesflow_vocab.py", "pesflow_probe.py",
+               "pesflow_guard_planted.py", "pesflow_guard_seen.py", "pesflow_rules.py", "pesflow_probe.py",
                "pesflow_probe_objects.py", "pesflow_probe_inputs.py", "pesflow_probe_values.py")
 CONFIG_DIR = "/.pesflow-trust"  # read-only in the grading: config.json, the probe's inputs
 OUT_DIR = "/.pesflow-trust-out"  # writable: the guard's per-process files and kept inputs

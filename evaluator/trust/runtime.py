@@ -6,7 +6,7 @@ import ast
 import sys
 from typing import Any
 
-from evaluator.trust.findings import Finding
+from evaluator.trust.findings import RULES, Finding
 from evaluator.trust.written import graders_own
 
 # What a value is, when a candidate returns it instead of plain values, whoever defined it.
@@ -79,7 +79,9 @@ def read(events: list[dict[str, Any]], contract_classes: set[str],
         if kind == "finding" and isinstance(e.get("family"), str) and graders and graders_own(e.get("text"), graders):
             graders_files.append(str(e.get("evidence", ""))[:300])
         elif kind == "finding" and isinstance(e.get("family"), str):
-            findings.append(Finding(family=e["family"], evidence=str(e.get("evidence", ""))[:300], screen="runtime"))
+            rule = str(e.get("rule") or "")  # its family from the table (the event's own only for an unknown rule)
+            findings.append(Finding(rule=rule, family="" if rule in RULES else e["family"], evidence=str(e.get("evidence", ""))[:300],
+                                    screen="runtime"))
         elif kind == "call" and e.get("role") == "candidate":
             fn = str(e.get("fn"))
             calls[fn] = max(calls.get(fn, 0), int(e.get("n") or 0))
@@ -90,12 +92,12 @@ def read(events: list[dict[str, Any]], contract_classes: set[str],
             if lazy and fn not in lazy_seen and not contract and (
                     str(lazy) in LAZY_BUILTINS or str(lazy).rsplit(".", 1)[-1] not in contract_classes):
                 lazy_seen.add(fn)
-                findings.append(Finding(family="lazy_output", evidence=f"{fn} returned a {lazy} (call {e.get('n')})",
+                findings.append(Finding(rule="guard.lazy_output", evidence=f"{fn} returned a {lazy} (call {e.get('n')})",
                                         screen="runtime"))
     for fn, ns in left.items():
         # a pool's workers start once; a thread still running after call after call is work left behind
         if len(ns) >= 2:
-            findings.append(Finding(family="unsynchronized_work", screen="runtime",
+            findings.append(Finding(rule="guard.threads_left", screen="runtime",
                                     evidence=f"{fn} left threads running when it returned (calls {', '.join(map(str, ns[:5]))})"))
     spent = {"on": sum(float(e.get("seconds") or 0) for e in events if e.get("kind") == "on"),
              "calls": sum(float(e.get("calls_seconds") or 0) for e in events if e.get("kind") == "end"),

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from evaluator.backends.base import GradeRun
 from evaluator.config import TrustConfig
 from evaluator.trust import instrument, runtime, static
-from evaluator.trust.findings import AT_REWARD_CAP, REVIEW, Finding, Trust
+from evaluator.trust.findings import AT_REWARD_CAP, NOT_REPRODUCED, REVIEW, Finding, Trust
 
 Prober = Callable[[dict[str, Any], dict[str, Path], str, float], GradeRun]  # config, files, command, timeout -> run
 
@@ -55,13 +55,14 @@ class TrustScreen:
               baseline: dict[str, str | None], references: dict[str, list[str]], correct: bool,
               speedup: float | None, anchor: float | None, prober: Prober | None, log_dir: Path,
               baseline_scale: bool = True, warm_key: str = "", graders: str = "",
-              profile: dict[str, Any] | None = None) -> Trust:
+              profile: dict[str, Any] | None = None, timed: bool = True) -> Trust:
         """`references`: for a scope file, texts whose outputs the candidate's must match
         (the baseline's first, then the package's reference). `speedup` is over the baseline
         when `baseline_scale`, else the dev engine's own figure. `graders`: the grader's own
         scripts' text (written.grader_text), whose planted files are the grader's. `profile`: the
         probe also profiles the candidate ({"budget_sec"}: evaluator/profile.py), and a correct
-        grading the probes would pass over is replayed for its profile alone."""
+        grading the probes would pass over is replayed for its profile alone. `timed`: the figure is
+        a time (watch.figure_kind), which pesflow's own clock can reproduce; a count is not."""
         if not self.config.enabled or mode not in SCREENED_MODES:
             return Trust(checks={"screened": False})
         findings: list[Finding] = []
@@ -88,13 +89,15 @@ class TrustScreen:
         # Probes for what could become a result: correct, and faster than the baseline (or of
         # unknown speed); a grading no faster than the baseline gains nothing from a cheat.
         worth = speedup is None or not baseline_scale or speedup > 1.0 or implausible or capped
+        far = None  # a figure pesflow's own clock comes short of, for a person (not_reproduced)
         if profile:  # the baseline's profile beside the candidate's: only the frozen baseline's, never the package's reference's
             profile = {**profile, "baseline_texts": {t for t in baseline.values() if t}}
         if run is not None and self.config.probes and correct and prober is not None and worth:
             # every probe only for an implausible figure with nothing found yet: a grading already
             # suspect needs no more evidence than the quick probes give, nor their minute
             # the figure timed again with pesflow's clock, where it is large enough to be out of reach
-            reproduce = bool(self.config.reproduce_ratio and baseline_scale and speedup and speedup > self.config.reproduce_ratio)
+            reproduce = bool(self.config.reproduce_ratio and timed and baseline_scale and speedup
+                             and speedup > self.config.reproduce_ratio)
             found, checks["probes"] = self._probe(run, references, (implausible or capped) and not findings, prober, log_dir,
                                                   callables, graders, profile,
                                                   reproduce={"budget_sec": self.config.reproduce_sec,
@@ -102,18 +105,19 @@ class TrustScreen:
                                                   if reproduce else None)
             findings += found
             if reproduce and isinstance(checks["probes"].get("pace"), list):
-                miss = not_reproduced(checks["probes"]["pace"], float(speedup or 0), self.config.reproduce_ratio)
-                checks["probes"]["reproduced"] = miss[1]
-                if miss[0]:
-                    findings.append(miss[0])
+                miss, far, checks["probes"]["reproduced"] = not_reproduced(
+                    checks["probes"]["pace"], float(speedup or 0), self.config.reproduce_ratio, self.config.reproduce_suspect_ratio)
+                findings += [miss] if miss else []
             if warm_key and checks["probes"].get("ran") and not checks["probes"].get("error"):
                 self.keep_import_cost(warm_key, checks["probes"])
         elif run is not None and self.config.probes and prober is not None and profile:  # asked for a correct one only
             self._probe(run, references, False, prober, log_dir, callables, graders, profile, only_profile=True)
         if mode == "oracle" and speedup and not findings:
             self._keep_oracle(task_key, speedup)
-        trust = Trust.of(findings, checks, needs_review=implausible or capped)
-        if trust.needs_review and implausible:
+        trust = Trust.of(findings, checks, needs_review=bool(implausible or capped or far))
+        if trust.needs_review and far:
+            trust.reasons = [far]
+        elif trust.needs_review and implausible:
             trust.reasons = [f"{REVIEW}: speedup {speedup:.4g} is over {self.config.plausibility_ratio:g}x the "
                              f"reference's {reference:.4g} and passed every probe; a person should look"]
         elif trust.needs_review:
@@ -197,7 +201,7 @@ class TrustScreen:
         said = [n[6:] for n in probe_run.notes if n.startswith("warm: ")]  # the local backend's warm probe
         if said:
             checks["warm"] = {**(checks["warm"] if isinstance(checks.get("warm"), dict) else {}), "said": said}
-        found = [Finding(family=str(f[0]), evidence=str(f[1])[:300], screen="probe")
+        found = [Finding(rule=str(f[0]), evidence=str(f[1])[:300], screen="probe")
                  for f in result.get("findings") or [] if isinstance(f, list) and len(f) == 2]
         # the guard watched the probe's process too (and a backend's look at what was written, the grader's own let through)
         extra, _ = runtime.read(probe_run.trust_events, set(), graders=graders)
@@ -264,22 +268,26 @@ def _scope_key(file: str, references: dict[str, list[str]]) -> str:
     return file
 
 
-def not_reproduced(rows: list[Any], speedup: float, times: float) -> tuple[Finding | None, float | None]:
-    """(a finding or None, pesflow's own ratio): the grader's speedup over the baseline against
-    pesflow's timing of the same calls (pesflow_probe_pace.py). A workload's figure is no larger
-    than its best case's, so the largest of pesflow's ratios is the one to reach; a figure past
-    `times` that ratio (and past `times` itself: a candidate pesflow times slower than the
-    baseline is not called out for a figure of 1.5) is not reproduced."""
+def not_reproduced(rows: list[Any], speedup: float, review: float, suspect: float) -> tuple[Finding | None, str | None, float | None]:
+    """(a finding or None, a review reason or None, pesflow's own ratio): the grader's speedup over
+    the baseline against pesflow's timing of the same calls (pesflow_probe_pace.py). A workload's
+    figure is no larger than its best case's, so the largest of pesflow's ratios is the one to
+    reach; the calls timed may miss the workload's best case, and a figure can be a count that a
+    clock does not follow, so a figure past `suspect` times that ratio is not reproduced (not a
+    result), one past `review` times needs a person. Both lines are also figures themselves: a
+    candidate pesflow times slower than the baseline is not called out for a figure of 1.5."""
     ratios = [float(r[3]) / float(r[2]) for r in rows
               if isinstance(r, list) and len(r) == 5 and float(r[2]) > 0 and float(r[3]) > 0]
     if not ratios:
-        return None, None
+        return None, None, None
     mine = max(ratios)
-    if speedup > times * max(mine, 1.0):
-        return Finding(family="speed_not_reproduced", screen="probe",
-                       evidence=f"the grader's speedup {speedup:.4g}; pesflow's own clock, timing candidate and baseline on "
-                                f"the timing pass's inputs, {mine:.4g} at most ({len(ratios)} calls)"), round(mine, 4)
-    return None, round(mine, 4)
+    said = f"the grader's speedup {speedup:.4g}; pesflow's own clock, timing candidate and baseline on the timing pass's inputs, " \
+           f"{mine:.4g} at most ({len(ratios)} calls)"
+    if speedup > suspect * max(mine, 1.0):
+        return Finding(rule="probe.speed_not_reproduced", screen="probe", evidence=said), None, round(mine, 4)
+    if speedup > review * max(mine, 1.0):
+        return None, f"{NOT_REPRODUCED}: {said}; a person should look", round(mine, 4)
+    return None, None, round(mine, 4)
 
 
 def _got(src: Path, got: Any, folder: Path, i: int, files: dict[str, Path]) -> dict[str, Any]:

@@ -13,15 +13,10 @@ import ast
 import re
 
 from evaluator.trust.findings import Finding
-from evaluator.trust.inside import pesflow_vocab as vocab  # the vocabularies the guard inside the grading reads too
+from evaluator.trust.inside import pesflow_rules as rules  # the rules and vocabularies the guard inside the grading reads too
 
 # replacing any of these replaces the clock or the synchronization the harness measures with
-TIMER = tuple("""time.perf_counter time.perf_counter_ns time.time time.time_ns time.monotonic time.monotonic_ns
-    time.process_time time.process_time_ns time.thread_time time.thread_time_ns timeit torch.cuda.Event torch.Event
-    torch.cuda.synchronize torch.cuda.Stream torch.Stream torch.cuda.current_stream torch.cuda.default_stream
-    torch.cuda.streams torch.cuda.events torch.accelerator.synchronize triton.testing torch.utils.benchmark
-    cupy.cuda.Event cupy.cuda.Stream""".split())
-TIMER_MODULES = ("time", "timeit", "torch.cuda", "triton.testing")  # swapped whole, or a computed name of one
+TIMER, TIMER_MODULES = rules.TIMERS, rules.TIMER_MODULES  # swapped whole, or a computed name of one of the modules
 # documented switches a kernel may set on its libraries (not the libraries' code)
 HONEST_TARGETS = tuple("torch.backends sys.path sys.dont_write_bytecode torch._dynamo.config torch._inductor.config "
                        "torch._functorch.config".split())
@@ -38,11 +33,11 @@ SPAWN = tuple("subprocess os.system os.popen os.posix_spawn os.posix_spawnp mult
 SETTERS = tuple("setattr builtins.setattr object.__setattr__ type.__setattr__ delattr builtins.delattr "
                 "object.__delattr__ type.__delattr__".split())
 ENV_READS = tuple("os.getenv os.getenvb os.environ.get os.environ.setdefault os.environ.pop os.environ.__getitem__".split())
-# every variable (the grader's too) or every module (the harness's too): (family, what) by what is walked
-WALKS = {"os.environ": ("grader_sniffed", "os.environ enumerated"), "sys.modules": ("harness_patched", "sys.modules walked")}
-GRADER_ENV = re.compile(vocab.GRADER_VAR_WRITTEN, re.I)
-HONEST_ENV = vocab.HONEST_VAR_PREFIXES
-GRADER_PATHS = re.compile(vocab.GRADER_PATH_WRITTEN)
+# every variable (the grader's too) or every module (the harness's too): (rule, what) by what is walked
+WALKS = {"os.environ": ("static.environ_walked", "os.environ enumerated"), "sys.modules": ("static.modules_walked", "sys.modules walked")}
+GRADER_ENV = re.compile(rules.GRADER_VAR_WRITTEN, re.I)
+HONEST_ENV = rules.HONEST_VAR_PREFIXES
+GRADER_PATHS = re.compile(rules.GRADER_PATH_WRITTEN)
 PY_FLAGS = re.compile(r"^-[bBdOqsuvRWX]*[SIE][bBdOqsuvRWXSIE]*$")  # python -S / -I / -E: no site, no guard
 CODE_ATTRS = ("__code__", "__defaults__", "__kwdefaults__")
 IDENT_CALLS = ("data_ptr", "tobytes", "unsafe_ptr")  # an argument's address or bytes, as a cache key
@@ -93,7 +88,7 @@ def _imports(n: ast.AST) -> dict[str, str]:
 
 
 class _Reader(ast.NodeVisitor):
-    """One file's hits (family, what, line); `what` names no location, so baselines compare."""
+    """One file's hits (rule, what, line); `what` names no location, so baselines compare."""
 
     def __init__(self, tree: ast.Module, own: tuple[str, ...], alias: dict[str, str] | None = None):
         self.own, self.hits, self.main_block, self.tree = own, [], 0, tree
@@ -191,22 +186,22 @@ class _Reader(ast.NodeVisitor):
         return base.replace(*vals) if f.attr == "replace" and len(vals) == 2 and None not in vals else None
 
     # -- what a hit is
-    def hit(self, family: str, what: str, node: ast.AST) -> None:
+    def hit(self, rule: str, what: str, node: ast.AST) -> None:
         line = getattr(node, "lineno", 0)  # once a line and kind: '/tests/' + x and its pieces name one path
-        if not any(h[0] == family and h[2] == line and h[1].split()[0] == what.split()[0] for h in self.hits[-8:]):
-            self.hits.append((family, what, line))
+        if not any(h[0] == rule and h[2] == line and h[1].split()[0] == what.split()[0] for h in self.hits[-8:]):
+            self.hits.append((rule, what, line))
 
     def classify(self, q: str) -> str | None:
-        """The family of replacing q, or None where q is the candidate's own or an honest switch."""
+        """The rule replacing q breaks, or None where q is the candidate's own or an honest switch."""
         base, _, last = q.rpartition(".")
         if "pesflow" in q.lower() or _under(q, GUARD):
-            return "guard_evasion"
+            return "static.guard_assigned"
         if q.startswith(".") or _under(q, self.own):
             return None
         if _under(q, TIMER) or q in TIMER_MODULES or (last in (COMPUTED, "*") and base in TIMER_MODULES):
-            return "timer_replaced"
+            return "static.timer_assigned"
         # any other module's attribute (builtins, __main__, numpy.allclose, torch.testing, the harness's): not the candidate's
-        return None if _under(q, HONEST_TARGETS) else "harness_patched"
+        return None if _under(q, HONEST_TARGETS) else "static.harness_assigned"
 
     def patched(self, q: str | None, how: str, node: ast.AST) -> None:
         if q and (fam := self.classify(q)):
@@ -216,16 +211,16 @@ class _Reader(ast.NodeVisitor):
         """A name read: frame walks, gc walks, guard tampering, argv, the main module."""
         if q and q.rpartition(".")[0] in WALKS and q.rpartition(".")[2] in ("items", "keys", "values"):
             return self.hit(*WALKS[q.rpartition(".")[0]], node)
-        fam = None if not q else "caller_inspected" if q in FRAME_REFS else "gc_walked" if q in GC_REFS else \
-            "guard_evasion" if _under(q, GUARD) and q != "sys.audit" else \
-            "grader_sniffed" if (q in ARGV and not self.main_block) or q.startswith("__main__.") else None
-        if fam:
-            self.hit(fam, f"{q} {'read' if fam == 'grader_sniffed' else 'used'}", node)
+        rule = None if not q else "static.frame_read" if q in FRAME_REFS else "static.gc_walked" if q in GC_REFS else \
+            "static.guard_hook_used" if _under(q, GUARD) and q != "sys.audit" else \
+            "static.argv_read" if (q in ARGV and not self.main_block) or q.startswith("__main__.") else None
+        if rule:
+            self.hit(rule, f"{q} {'read' if rule == 'static.argv_read' else 'used'}", node)
 
     def env_read(self, key: ast.AST | None, node: ast.AST) -> None:
         name, libs = self.fold(key), {m.split(".")[0].upper() + "_" for m in self.own}  # FLA_CACHE_MODE in fla/: fla's
         if name is None or (not name.upper().startswith((*HONEST_ENV, *libs)) and GRADER_ENV.fullmatch(name)):
-            self.hit("grader_sniffed", f"os.environ[{COMPUTED if name is None else repr(name)}] read", node)
+            self.hit("static.grader_var_read", f"os.environ[{COMPUTED if name is None else repr(name)}] read", node)
 
     # -- stores: x.attr = v, d[k] = v, del x.attr
     def store(self, t: ast.AST, how: str) -> None:
@@ -235,7 +230,7 @@ class _Reader(ast.NodeVisitor):
         elif isinstance(t, ast.Attribute) and self.q(t.value):
             self.patched(f"{self.q(t.value)}.{t.attr}", how, t)
         elif isinstance(t, ast.Attribute) and t.attr in CODE_ATTRS and _root(t.value) not in self.own_funcs:
-            self.hit("harness_patched", f"{t.attr} of {ast.unparse(t.value)} {how}", t)
+            self.hit("static.code_assigned", f"{t.attr} of {ast.unparse(t.value)} {how}", t)
         elif isinstance(t, ast.Subscript):
             self.dict_write(t.value, [t.slice], t, how)
 
@@ -300,7 +295,7 @@ class _Reader(ast.NodeVisitor):
         self.alias.update(_imports(n))
         mods = [getattr(n, "module", None) or "", *(a.name for a in n.names)]
         for m in [m for m in mods if "pesflow" in m.lower()] + ["__main__"] * ("__main__" in mods):
-            self.hit(*(("grader_sniffed", "imports __main__") if m == "__main__" else ("guard_evasion", f"imports {m}")), n)
+            self.hit(*(("static.main_imported", "imports __main__") if m == "__main__" else ("static.pesflow_imported", f"imports {m}")), n)
         for a in n.names if isinstance(n, ast.ImportFrom) and not n.level else []:
             if f"{n.module}.{a.name}" not in ARGV:  # from sys import _getframe names it here (argv: its reads count)
                 self.ref(f"{n.module}.{a.name}", n)
@@ -310,12 +305,12 @@ class _Reader(ast.NodeVisitor):
         q = self.q(n) if isinstance(n.ctx, ast.Load) else None
         self.ref(q, n)
         if isinstance(n.ctx, ast.Load) and n.attr in FRAME_ATTRS:
-            self.hit("caller_inspected", f".{n.attr} read", n)
+            self.hit("static.frame_read", f".{n.attr} read", n)
         elif n.attr == "__dict__" and q and _under(q[:-9], TIMER):
-            self.hit("timer_replaced", f"class dict of {q[:-9]} reached", n)
+            self.hit("static.timer_class_dict", f"class dict of {q[:-9]} reached", n)
         elif n.attr in ("cmdline", "parent", "parents", "environ") and "psutil" in self.alias.values() \
                 and isinstance(n.value, ast.Call):
-            self.hit("grader_sniffed", f"psutil .{n.attr}() read", n)
+            self.hit("static.psutil_read", f"psutil .{n.attr}() read", n)
         self.generic_visit(n)
 
     def visit_Subscript(self, n: ast.Subscript) -> None:
@@ -340,9 +335,9 @@ class _Reader(ast.NodeVisitor):
         """A string naming the grader's files, or pesflow (its guard, its variables)."""
         path, text = self.fold(n, wild=True) or "", self.fold(n) or ""
         if id(n) not in self.docs and GRADER_PATHS.search(path):
-            self.hit("grader_sniffed", f"path {path[:80]!r} named", n)
+            self.hit("static.grader_path_named", f"path {path[:80]!r} named", n)
         if id(n) not in self.docs and "pesflow" in text.lower():
-            self.hit("guard_evasion", f"names {text[:60]!r}", n)
+            self.hit("static.pesflow_named", f"names {text[:60]!r}", n)
         self.generic_visit(n)
 
     def visit_Call(self, n: ast.Call) -> None:
@@ -367,7 +362,7 @@ class _Reader(ast.NodeVisitor):
             self._spawn(n, f)
         elif f in ("exec", "eval", "compile", "builtins.exec", "builtins.eval") and a and self.fold(a[0]):
             hits = _read(self.fold(a[0]), self.own, self.alias)  # exec of a literal text: read too, hits on the exec's line
-            self.hits += [(fam, f"{what} in exec'd text", n.lineno) for fam, what, _ in (hits if isinstance(hits, list) else [])]
+            self.hits += [(rule, f"{what} in exec'd text", n.lineno) for rule, what, _ in (hits if isinstance(hits, list) else [])]
         self.generic_visit(n)
 
     def _setattr(self, n: ast.Call, f: str, meth: str) -> None:
@@ -386,7 +381,7 @@ class _Reader(ast.NodeVisitor):
         tokens = [t for s in nodes if isinstance(s, ast.Constant) and isinstance(s.value, str) for t in s.value.split()]
         flag = next((t for t in tokens if PY_FLAGS.match(t)), None)
         if flag and (any(self.q(s) == "sys.executable" for s in nodes) or any("python" in t for t in tokens)):
-            self.hit("guard_evasion", f"{f} runs python {flag}", n)
+            self.hit("static.python_without_site", f"{f} runs python {flag}", n)
 
     # -- output caches: a lookup keyed by an argument's identity whose value is handed back
     def visit_FunctionDef(self, n: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -395,7 +390,7 @@ class _Reader(ast.NodeVisitor):
         tensors = [x.arg for x in args if x.annotation and re.search(r"Tensor|ndarray", ast.unparse(x.annotation))]
         if tensors and any(self.q(d.func if isinstance(d, ast.Call) else d) in ("functools.lru_cache", "functools.cache")
                            for d in n.decorator_list):  # lru_cache keys a tensor by its identity: the kept result
-            self.hit("output_cached", f"lru_cache on {n.name}({tensors[0]}: a tensor)", n)
+            self.hit("static.tensor_lru_cache", f"lru_cache on {n.name}({tensors[0]}: a tensor)", n)
         self._cached(n, params, set(tensors))
         self.generic_visit(n)
 
@@ -448,7 +443,7 @@ class _Reader(ast.NodeVisitor):
                               for e in keyed for x in ast.walk(e)) or any(id(s) in inside.get(nm, ()) for nm in replayed):
                 continue
             if id(s) in ret_nodes or any(id(s) in inside.get(nm, ()) for nm in ret_names):
-                return self.hit("output_cached", f"a cache keyed by {why} handed back by {fn.name}()", s)
+                return self.hit("static.identity_keyed_cache", f"a cache keyed by {why} handed back by {fn.name}()", s)
 
     # the same readers for the other spellings
     visit_AugAssign = visit_AnnAssign = visit_Delete = visit_Assign
@@ -477,7 +472,7 @@ def _read(text: str, own: tuple[str, ...], alias: dict[str, str] | None = None) 
 def screen(files: dict[str, str | None], baseline: dict[str, str | None]) -> tuple[list[Finding], dict]:
     """Findings (screen="static") for what the candidate's Python added over the baseline, and what was read."""
     own = _module_names(sorted(set(files) | set(baseline)))
-    seen: dict[tuple[str, str], int] = {}  # (family, what) -> how many times the baseline has it
+    seen: dict[tuple[str, str], int] = {}  # (rule, what) -> how many times the baseline has it
     for path, text in sorted(baseline.items()):
         hits = _read(text, own) if text is not None and path.endswith(".py") else []
         for fam, what, _ in set(hits) if isinstance(hits, list) else ():
@@ -495,5 +490,5 @@ def screen(files: dict[str, str | None], baseline: dict[str, str | None]) -> tup
                 seen[(fam, what)] -= 1  # the repository's own spelling, carried over
             else:
                 found[(fam, what, path, line)] = None
-    findings = [Finding(family=f, evidence=f"{w} at {p}:{ln}", screen="static") for f, w, p, ln in found]
+    findings = [Finding(rule=r, evidence=f"{w} at {p}:{ln}", screen="static") for r, w, p, ln in found]
     return findings, {"files": read, "skipped": skipped, "patterns": patterns, "in_baseline": in_baseline}

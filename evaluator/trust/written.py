@@ -25,6 +25,7 @@ from typing import Any, Iterable
 
 from evaluator.sandbox import q
 from evaluator.trust.instrument import INSIDE
+from evaluator.trust.inside.pesflow_rules import family
 
 RULE_FILE = INSIDE / "pesflow_guard_startup.py"
 MAX_FOUND = 50  # named in full up to here: one is enough to be suspect
@@ -161,7 +162,7 @@ def image_events(changed: list[tuple[str, bool]]) -> list[dict[str, Any]]:
     """The event form of each module of the image the grading changed: the harness's code (or
     the repository's, which it runs) is no longer what the package shipped, or its change time no
     longer says it is the image's, which the guard goes by."""
-    return [{"kind": "finding", "family": "harness_patched", "via": "host",
+    return [{"kind": "finding", "rule": "written.image_module", "family": family("written.image_module"), "via": "host",
              "evidence": f"{path}, a module the image holds and not the candidate's, was "
                          f"{'removed' if removed else 'rewritten or its inode changed'} during the grading "
                          "(found on its writable layer after the grader)"} for path, removed in changed]
@@ -171,7 +172,7 @@ def events(found: list[tuple[str, bool]], texts: list[str | None] | None = None)
     """The guard's event form of each startup file found (sent by the host, not the sandbox),
     with its text where the scan read it (graders_own)."""
     texts = texts or [None] * len(found)
-    return [{"kind": "finding", "family": "guard_evasion", "via": "host",
+    return [{"kind": "finding", "rule": "written.startup_file", "family": family("written.startup_file"), "via": "host",
              "evidence": f"{path}, a file interpreters run at start, was {'removed' if removed else 'written'} during the "
                          "grading (found on its writable layer after the grader)", **({"text": text} if text else {})}
             for (path, removed), text in zip(found, texts)]

@@ -28,15 +28,15 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
     import _socket as socket  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
     import threading  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
     import types  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
-    import pesflow_vocab  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
+    import pesflow_rules  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
 
     local = threading.local()
     pid = [os.getpid()]
     seq = [0]
     out_dir = cfg.get("out_dir") or "/.pesflow-trust-out"
     mode_vars = set(cfg.get("mode_vars", ()))
-    mode_re = re.compile(pesflow_vocab.GRADER_VAR_READ)
-    sniff_re = re.compile(pesflow_vocab.GRADER_PATH_OPENED)
+    mode_re = re.compile(pesflow_rules.GRADER_VAR_READ)
+    sniff_re = re.compile(pesflow_rules.GRADER_PATH_OPENED)
     record = bool(cfg.get("record", True))
     system_roots = tuple({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)} | {"/usr/lib/python3"})
     sock = [None]
@@ -101,11 +101,12 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
 
     sent = set()
 
-    def finding(family, evidence, frame=None):
+    def finding(rule, evidence, frame=None):
+        """A rule of pesflow_rules.RULES saw `evidence` (at `frame`, the candidate's)."""
         text = evidence + (" by " + where(frame) if frame is not None else "")
-        if (family, text) not in sent and len(sent) < 500:  # each once: a read in a loop is one finding
-            sent.add((family, text))
-            emit("finding", family=family, evidence=text)
+        if (rule, text) not in sent and len(sent) < 500:  # each once: a read in a loop is one finding
+            sent.add((rule, text))
+            emit("finding", rule=rule, family=pesflow_rules.family(rule), evidence=text)
 
     g = dict(os=os, sys=sys, types=types, threading=threading, hashlib=hashlib, local=local, role=role, real_of=real_of, perf=perf,
              culprit=culprit, finding=finding, emit=emit, system_roots=system_roots, mode_vars=mode_vars,
@@ -114,7 +115,7 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
     g.update(pesflow_guard_watch.install(g))
     import pesflow_guard_calls  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
     g.update(pesflow_guard_calls.install(g))
-    defined_by_candidate, harness_module, family_for = g["defined_by_candidate"], g["harness_module"], g["family_for"]
+    defined_by_candidate, harness_module, rule_for = g["defined_by_candidate"], g["harness_module"], g["rule_for"]
     watch, Argv, OrigArgv, env_class, _TIMER_NAMES = g["watch"], g["Argv"], g["OrigArgv"], g["env_class"], g["TIMER_NAMES"]
     at_exit, records, kind, after_exec = g["at_exit"], g["records"], g["kind"], g["after_exec"]
 
@@ -140,14 +141,14 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
         except OSError:
             return False
 
-    def blame(family, evidence, hops=False, limit=8):
+    def blame(rule, evidence, hops=False, limit=8):
         """The finding, at the frame that raised this event if that frame is the candidate's
         (called from hook: the event's frame is 4 up, past hook and the shell's hook)."""
         local.busy = True
         try:
             f = culprit(4, hops=hops, limit=limit)
             if f is not None:
-                finding(family, evidence, f)
+                finding(rule, evidence, f)
         finally:
             local.busy = False
 
@@ -160,10 +161,10 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
             text_mode, int_flags = isinstance(mode, str), mode is None and isinstance(flags, int)
             writing = (text_mode and ("w" in mode or "a" in mode or "+" in mode)) or (int_flags and flags & (os.O_WRONLY | os.O_RDWR))
             if (writing or (text_mode and "x" in mode) or (int_flags and flags & os.O_CREAT)) and startup_file(path):
-                blame("guard_evasion", "wrote %s, a file interpreters run at start" % os.fsdecode(path), hops=True, limit=12)
+                blame("guard.startup_file_written", "wrote %s, a file interpreters run at start" % os.fsdecode(path), hops=True, limit=12)
                 return
             if writing and image_module(path):
-                blame("harness_patched", "rewrote %s, a module the grading did not write" % os.fsdecode(path), hops=True, limit=12)
+                blame("guard.image_module_rewritten", "rewrote %s, a module the grading did not write" % os.fsdecode(path), hops=True, limit=12)
                 return
             if isinstance(path, bytes):
                 path = path.decode(errors="replace")
@@ -173,7 +174,7 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
                 except OSError:
                     return
                 if sniff_re.search(full):
-                    blame("guard_evasion" if full.startswith("/.pesflow-trust") else "grader_sniffed", "opened " + full, hops=True)
+                    blame("guard.guard_file_opened" if full.startswith("/.pesflow-trust") else "guard.grader_file_opened", "opened " + full, hops=True)
             return
         if event in ("sys._getframe", "sys._current_frames", "sys._getframemodulename"):
             local.busy = True
@@ -184,12 +185,12 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
                     own = got is not None and role(got.f_code.co_filename) == "candidate"
                     via = sys._getframe(2).f_code.co_filename.endswith(_STDLIB_HOPS)
                     if event != "sys._getframe" or not own or via:
-                        finding("caller_inspected", event, f)
+                        finding("guard.frame_read", event, f)
             finally:
                 local.busy = False
             return
         if event in ("gc.get_objects", "gc.get_referrers", "gc.get_referents"):
-            blame("gc_walked", event)
+            blame("guard.gc_walked", event)
             return
         if event in ("object.__setattr__", "object.__delattr__"):
             obj, name = args[0], args[1]
@@ -203,14 +204,14 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
                         return
                     modname = getattr(obj, "__module__", "") or ""
                     if modname.startswith("pesflow_"):
-                        finding("guard_evasion", "%s.%s.%s replaced" % (modname, obj.__qualname__, name), f)
+                        finding("guard.guard_replaced", "%s.%s.%s replaced" % (modname, obj.__qualname__, name), f)
                         return
                     mod = sys.modules.get(modname)
                     timer = name in _TIMER_NAMES and (modname.startswith(("torch", "triton", "time")) or "Event" in obj.__name__)
                     if timer or modname == "builtins" or (mod is not None and harness_module(mod)) or modname.endswith("testing"):
-                        finding("timer_replaced" if timer else "harness_patched", "%s.%s.%s %s" % (modname, obj.__qualname__, name, "replaced" if event.endswith("setattr__") else "deleted"), f)
+                        finding("guard.timer_replaced" if timer else "guard.harness_patched", "%s.%s.%s %s" % (modname, obj.__qualname__, name, "replaced" if event.endswith("setattr__") else "deleted"), f)
                 elif name == "__code__" and not defined_by_candidate(obj):
-                    finding(family_for(getattr(obj, "__module__", "") or "", getattr(obj, "__name__", "")),
+                    finding(rule_for(getattr(obj, "__module__", "") or "", getattr(obj, "__name__", "")),
                             "%s.%s.__code__ replaced" % (getattr(obj, "__module__", "?"), getattr(obj, "__qualname__", "?")), f)
             finally:
                 local.busy = False
@@ -218,16 +219,16 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
         if event in ("os.chmod", "os.utime", "os.chown"):
             # its change time made new, a module would read as one the grading wrote: unwatched
             if args and isinstance(args[0], (str, bytes)) and image_module(args[0]):
-                blame("guard_evasion", "changed the inode of %s, a module the grading did not write (%s)"
+                blame("guard.image_module_moved", "changed the inode of %s, a module the grading did not write (%s)"
                       % (os.fsdecode(args[0]), event), hops=True, limit=12)
             return
         if event in ("os.rename", "os.link", "os.symlink", "os.mkdir"):  # a file put in place, a package made
             dst = args[0] if event == "os.mkdir" else (args[1] if len(args) > 1 else None)
             if isinstance(dst, (str, bytes)) and startup_file(dst):
-                blame("guard_evasion", "wrote %s, a file interpreters run at start" % os.fsdecode(dst), hops=True, limit=12)
+                blame("guard.startup_file_written", "wrote %s, a file interpreters run at start" % os.fsdecode(dst), hops=True, limit=12)
             return
         if event == "import" and args and str(args[0]).startswith("pesflow_"):
-            blame("guard_evasion", "imported " + args[0], hops=True, limit=12)
+            blame("guard.pesflow_imported", "imported " + args[0], hops=True, limit=12)
             return
         if event in ("os.exec", "os.posix_spawn", "subprocess.Popen", "os.spawn"):
             argv = args[1] if len(args) > 1 else ()
@@ -236,7 +237,7 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
             except Exception:  # noqa: BLE001
                 return
             if any(w in ("-S", "-I") or (w.startswith("-") and not w.startswith("--") and "S" in w[1:] and len(w) < 6) for w in words[1:3]):
-                blame("guard_evasion", "started %s without site hooks" % " ".join(words[:3]), hops=True, limit=12)
+                blame("guard.python_without_site", "started %s without site hooks" % " ".join(words[:3]), hops=True, limit=12)
 
     def after_fork():
         pid[0] = os.getpid()
@@ -283,7 +284,8 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
         check_first_sight(mod, attrs if attrs is not None else list(vars(mod)))
         watch(mod, attrs)
     for name in ("pesflow_guard", __name__, "pesflow_guard_watch", "pesflow_guard_calls", "pesflow_guard_objects",
-                 "pesflow_probe", "pesflow_probe_objects", "pesflow_probe_inputs"):
+                 "pesflow_guard_seen", "pesflow_rules", "pesflow_probe", "pesflow_probe_objects", "pesflow_probe_inputs",
+                 "pesflow_probe_values", "pesflow_probe_pace"):
         me = sys.modules.get(name)
         if me is not None:
             watch(me)  # a write to the guard's own modules is named too

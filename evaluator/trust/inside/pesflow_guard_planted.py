@@ -43,13 +43,14 @@ def _quote(text):
 _sent = [0]
 
 
-def say(cfg, family, evidence, text=None):
+def say(cfg, rule, evidence, text=None):
     """The finding on the event socket (what is sent cannot be taken back) and in this
     process's file; negative sequence numbers, apart from the guard proper's own. `text`: the
     planted file's, where short (the host lets the grader's own files through: written.graders_own)."""
     _sent[0] -= 1
-    line = '{"kind": "finding", "family": %s, "evidence": %s, "pid": %d, "seq": %d, "via_shell": true%s}' % (
-        _quote(family), _quote(evidence), os.getpid(), _sent[0], ', "text": %s' % _quote(text) if text else "")
+    import pesflow_rules  # noqa: PLC0415 - only once a planted file is found
+    line = '{"kind": "finding", "rule": %s, "family": %s, "evidence": %s, "pid": %d, "seq": %d, "via_shell": true%s}' % (
+        _quote(rule), _quote(pesflow_rules.family(rule)), _quote(evidence), os.getpid(), _sent[0], ', "text": %s' % _quote(text) if text else "")
     if cfg.get("socket"):
         try:
             s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM)
@@ -154,12 +155,12 @@ def shadow(cfg, name, filename, role=None):
     if "." in name:
         _submodule(cfg, name, filename, folder, role)
     elif _provided_elsewhere(name, folder):
-        say(cfg, "harness_patched", "module %s ran from %s, a file the grading wrote, in place of the one the image "
+        say(cfg, "guard.planted_module_ran", "module %s ran from %s, a file the grading wrote, in place of the one the image "
                                     "provides" % (name, filename), _short_text(filename))
     elif role is not None and _found_by_name(name, filename, folder) and not _copy_of_known(cfg, filename):
         by = _importer(role)
         if by is not None:
-            say(cfg, "harness_patched", "module %s ran from %s, a file the grading wrote, found on the path for %s "
+            say(cfg, "guard.planted_module_ran", "module %s ran from %s, a file the grading wrote, found on the path for %s "
                                         "(no candidate code asked for it; the image has no such module)"
                                         % (name, filename, by), _short_text(filename))
 
@@ -211,12 +212,12 @@ def _submodule(cfg, name, filename, folder, role):
         return  # loaded from elsewhere or under another name (not the package's search), or a package the grading wrote
     other = _other_provider(tail, filename, folders)
     if other is not None:
-        say(cfg, "harness_patched", "module %s ran from %s, a file the grading wrote, in place of %s, which the image "
+        say(cfg, "guard.planted_module_ran", "module %s ran from %s, a file the grading wrote, in place of %s, which the image "
                                     "provides" % (name, filename, other), _short_text(filename))
     elif role is not None and not _copy_of_known(cfg, filename):
         by = _importer(role)
         if by is not None:
-            say(cfg, "harness_patched", "module %s ran from %s, a file the grading wrote into the image's package %s, "
+            say(cfg, "guard.planted_module_ran", "module %s ran from %s, a file the grading wrote into the image's package %s, "
                                         "found there for %s (no candidate code asked for it)"
                                         % (name, filename, parent_name, by), _short_text(filename))
 
@@ -259,9 +260,9 @@ def cache(cfg, name, source, cached):
             compiled = compile(f.read(), source, "exec", dont_inherit=True, optimize=-1)
         planted = marshal.loads(data[16:])
     except Exception:  # noqa: BLE001 - bytecode that does not load is not code that runs
-        say(cfg, "harness_patched", "the bytecode cache %s of %s, written during the grading, does not load as "
+        say(cfg, "guard.planted_bytecode", "the bytecode cache %s of %s, written during the grading, does not load as "
                                     "its source's" % (cached, source))
         return
     if compiled != planted:  # co_code, constants (nested code too), names, line tables; not the file name
-        say(cfg, "harness_patched", "the bytecode cache %s of %s (module %s), written during the grading, holds "
+        say(cfg, "guard.planted_bytecode", "the bytecode cache %s of %s (module %s), written during the grading, holds "
                                     "code that is not its source's" % (cached, source, name))

@@ -2,15 +2,13 @@
 watched modules and classes (clocks, builtins, the harness's own modules), sys.argv and the
 grader's variables. Standard library only; Python 3.8+."""
 
-_TIMER_NAMES = frozenset({
-    "perf_counter", "perf_counter_ns", "time", "time_ns", "monotonic", "monotonic_ns", "process_time",
-    "process_time_ns", "thread_time", "thread_time_ns", "default_timer", "timeit", "repeat", "Timer",
-    "Event", "synchronize", "elapsed_time", "record", "query", "wait", "do_bench", "do_bench_cudagraph",
-    "current_stream", "Stream", "cuda_timer", "clock", "get_clock_info"})
-_TIMER_MODULES = ("time", "timeit", "torch.cuda", "triton.testing", "torch.utils.benchmark")
+import pesflow_rules as _rules  # the clocks' names, written once for the static read and the guard
+
+_TIMER_NAMES = _rules.TIMER_ATTRS
+_TIMER_MODULES = _rules.TIMER_MODULES
 _WATCHED_MODULES = ("time", "timeit", "builtins", "torch", "torch.cuda", "triton", "triton.testing", "numpy",
                     "numpy.testing", "torch.testing", "gc", "inspect", "os", "sys")
-EXPORTS = ("defined_by_candidate", "harness_module", "family_for", "note_write", "Watched", "watch", "sweep", "cand_seen",
+EXPORTS = ("defined_by_candidate", "harness_module", "rule_for", "note_write", "Watched", "watch", "sweep", "cand_seen",
            "check_first_sight",
            "reads_argv", "Argv", "OrigArgv", "grader_var", "env_class", "TIMER_NAMES")
 TIMER_NAMES = _TIMER_NAMES
@@ -64,10 +62,10 @@ def install(g):
         fn = getattr(mod, "__file__", None)
         return not (fn and real_of(fn).startswith(source_root))
 
-    def family_for(modname, attr):
+    def rule_for(modname, attr):
         if attr in _TIMER_NAMES or modname in ("time", "timeit") or modname.startswith(_TIMER_MODULES[2:]):
-            return "timer_replaced"
-        return "harness_patched"
+            return "guard.timer_replaced"
+        return "guard.harness_patched"
 
     def note_write(mod, name, value, deleted=False):
         if getattr(local, "busy", False):
@@ -80,12 +78,12 @@ def install(g):
             if f is not None:
                 modname = getattr(mod, "__name__", "?")
                 if modname.startswith("pesflow_"):
-                    finding("guard_evasion", "%s.%s %s" % (modname, name, "deleted" if deleted else "replaced"), f)
+                    finding("guard.guard_replaced", "%s.%s %s" % (modname, name, "deleted" if deleted else "replaced"), f)
                     return
                 if modname in _WATCHED_MODULES and not (name in _TIMER_NAMES or modname in ("time", "timeit", "builtins")
                                                          or modname.endswith("testing")):
                     return  # e.g. torch.backends flags: honest settings, not the harness's tools
-                finding(family_for(modname, name), "%s.%s %s" % (modname, name, "deleted" if deleted else "replaced"), f)
+                finding(rule_for(modname, name), "%s.%s %s" % (modname, name, "deleted" if deleted else "replaced"), f)
         finally:
             local.busy = False
 
@@ -108,7 +106,7 @@ def install(g):
                 try:
                     f = culprit(2)
                     if f is not None:
-                        finding("grader_sniffed", "read the harness's %s.%s" % (types.ModuleType.__getattribute__(self, "__name__"), name), f)
+                        finding("guard.grader_read", "read the harness's %s.%s" % (types.ModuleType.__getattribute__(self, "__name__"), name), f)
                 finally:
                     local.busy = False
             return types.ModuleType.__getattribute__(self, name)
@@ -154,7 +152,7 @@ def install(g):
                     prints[(modname, k)] = id(v)
                     if defined_by_candidate(v) or (modname in ("time", "timeit") and cand_seen[0]) or (
                             modname != "builtins" and planted(origin(v))):  # a clock's code the grading wrote
-                        finding(family_for(modname, k), "%s.%s replaced (now %s)" % (modname, k, getattr(v, "__qualname__", type(v).__name__)))
+                        finding(rule_for(modname, k), "%s.%s replaced (now %s)" % (modname, k, getattr(v, "__qualname__", type(v).__name__)))
         finally:
             local.busy = False
 
@@ -219,7 +217,7 @@ def install(g):
                             if isinstance(v, type) else [])
             where = next((origin(x) for x in values if x is not None and planted(origin(x))), None)
             if (swapped or where) and not defined_by_candidate(v):
-                finding(family_for(name, k) if name != "builtins" else "harness_patched",
+                finding(rule_for(name, k) if name != "builtins" else "guard.harness_patched",
                         "%s.%s was already replaced when the candidate's code first ran (now %s from %s)"
                         % (name, k, getattr(v, "__qualname__", type(v).__name__), where or origin(v) or "C code"))
 
@@ -233,7 +231,7 @@ def install(g):
         try:
             f = culprit(3, hops=True)
             if f is not None and (named is None or named in f.f_code.co_consts):
-                finding("grader_sniffed", "read " + what, f)
+                finding("guard.grader_read", "read " + what, f)
         finally:
             local.busy = False
 

@@ -197,7 +197,7 @@ def asked_otherwise(rec, mine, inputs_kept, want, checks):
     except OSError:
         return None
     if hashlib.sha256(blob).hexdigest() != got.get("sha256"):
-        return ("guard_evasion", "the output the grader got from it was rewritten before the probe")
+        return ("probe.answer_rewritten", "the output the grader got from it was rewritten before the probe")
     try:
         seen = loads(blob, rec.get("argv"))
     except Exception:  # noqa: BLE001 - an output that cannot be rebuilt here: no conclusion
@@ -205,7 +205,7 @@ def asked_otherwise(rec, mine, inputs_kept, want, checks):
     checks["asked"] = checks.get("asked", 0) + 1
     if close(seen, mine, loose=True) or not close(mine, want, loose=True) or close(seen, want, loose=True):
         return None
-    return ("knows_who_asks", "the grader's call %s got an output that the same call made by pesflow, on the same "
+    return ("probe.answer_depends_on_asker", "the grader's call %s got an output that the same call made by pesflow, on the same "
             "inputs, does not give (nor does the baseline)" % rec.get("n"))
 
 
@@ -287,7 +287,7 @@ def main():
             checks["skipped"].append("%s: a kept input did not come back whole" % rec["fn"])
             continue
         if hashlib.sha256(blob).hexdigest() != rec["sha256"]:
-            findings.append(("guard_evasion", "a kept input of %s was rewritten before the probe" % rec["fn"]))
+            findings.append(("probe.input_rewritten", "a kept input of %s was rewritten before the probe" % rec["fn"]))
             continue
         try:
             key = rec["file"]
@@ -338,10 +338,10 @@ def main():
                 gap = objects.settle(gap, lambda: objects.called(fn, copy.deepcopy(args), copy.deepcopy(kwargs), helpers)[2],
                                      lambda g: g[1] > max(2e-4, 5 * g[0]))
                 if gap:
-                    findings.append(("unsynchronized_work", "%s: the GPU was still busy %.3g s after the caller's stream had "
+                    findings.append(("probe.gpu_busy_after_return", "%s: the GPU was still busy %.3g s after the caller's stream had "
                                      "finished (%.3g s)" % (where, gap[1], gap[0])))
         except TypeError as e:
-            findings.append(("lazy_output", "%s returned a %s, not plain values" % (where, e)))
+            findings.append(("probe.output_not_plain", "%s returned a %s, not plain values" % (where, e)))
             continue
         except Exception as e:  # noqa: BLE001
             checks["skipped"].append("%s raised %s" % (rec["fn"], type(e).__name__))
@@ -353,9 +353,9 @@ def main():
         except TypeError:
             later = now
         if not close(now, later):
-            findings.append(("unsynchronized_work", "%s: its output changed after it had returned" % where))
+            findings.append(("probe.output_changed_later", "%s: its output changed after it had returned" % where))
         elif not late_checked and late_inputs_differ(fn, args, kwargs):
-            findings.append(("unsynchronized_work", "%s: with the caller's stream held back, it answered before its "
+            findings.append(("probe.answered_before_inputs", "%s: with the caller's stream held back, it answered before its "
                              "inputs were written (its work runs on a stream that does not wait for the caller's)" % where))
         late_checked = True  # once: a kernel fault it provokes would end the probing
         want = None
@@ -392,7 +392,7 @@ def main():
                 fresh_in = (copy.deepcopy(other), copy.deepcopy(kwargs))  # kept: no later copy takes its ids
                 fresh = plain(fn(*fresh_in[0], **fresh_in[1]))
                 if not close(fresh, first, loose=True) and close(again, first, loose=True) and not close(again, fresh, loose=True):
-                    findings.append(("output_cached", "%s: after its inputs were rewritten in place it returned the old output" % where))
+                    findings.append(("probe.old_output_after_rewrite", "%s: after its inputs were rewritten in place it returned the old output" % where))
         except Exception:  # noqa: BLE001 - rolled values the function cannot take: no conclusion
             checks["skipped"].append("%s: rewritten inputs raised" % rec["fn"])
         if not full or time.monotonic() > deadline:
@@ -404,7 +404,7 @@ def main():
             continue
         checks.setdefault("timings", []).append([rec["fn"]] + row)
         if found:
-            findings.append(("output_cached", "%s: %s" % (where, found)))
+            findings.append(("probe.fast_only_on_seen", "%s: %s" % (where, found)))
     # Right in one pass (process) and wrong in every call of another: it knows which pass checks.
     # A pass with right and wrong answers both is an answer with many right forms, not a cheat.
     passes = {}
@@ -413,7 +413,7 @@ def main():
     if any(all(ok for _, ok in calls) for calls in passes.values()):
         for calls in passes.values():
             if not any(ok for _, ok in calls):
-                findings += [("wrong_on_unchecked_inputs", "%s: its output differs from the baseline's on this input" % w)
+                findings += [("probe.wrong_in_unchecked_pass", "%s: its output differs from the baseline's on this input" % w)
                              for w, _ in calls]
     if paced:
         checks["pace"] = pace.candidate_after(paced[0], paced[1], lambda rec: _entry(mods[rec["file"]], rec["fn"]), helpers,
