@@ -149,7 +149,8 @@ def test_an_unreachable_cluster_or_missing_resources_is_one_line_exit_3(cluster,
 
     ev = make(cluster, tasks_root, shared, tmp_path, resource_wait_sec=1, cpus=3)  # no node has 3 CPUs
     t0 = time.monotonic()
-    with pytest.raises(BackendUnavailable, match=r"no node of the Ray cluster at \S+ has 3 CPU, 1024 MiB memory for one grading within 1 s \(.*2 CPU, 2 GPU"):
+    with pytest.raises(BackendUnavailable, match=r"no node of the Ray cluster at \S+ has 3 CPU, 1024 MiB memory for one grading within 1 s \(.*2 CPU, 2 GPU.*"
+                                                 r"evaluator\.ray\.cpus and evaluator\.ray\.memory_mb"):
         ev.evaluate("kfc/toy-gpu", mode="oracle", grader="hidden")
     assert time.monotonic() - t0 < 20
     ray.shutdown()  # a new driver: the address alone decides

@@ -155,7 +155,8 @@ class RayBackend:
                                  f"{n['Resources'].get('GPU', 0):g} GPU" for n in nodes) or "no node alive"
                 missing = ", ".join(f"{v:g} {k}" if k != "memory" else f"{v / 2**20:g} MiB memory" for k, v in need.items() if v)
                 raise BackendUnavailable(f"no node of the Ray cluster at {self.address} has {missing} for one grading "
-                                         f"within {self.rc.resource_wait_sec:g} s ({have})")
+                                         f"within {self.rc.resource_wait_sec:g} s ({have}); add a node that large, or ask "
+                                         "less per grading with evaluator.ray.cpus and evaluator.ray.memory_mb")
             time.sleep(0.5)
 
     # ---------------------------------------------------------------- Backend

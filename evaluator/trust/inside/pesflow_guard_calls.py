@@ -70,7 +70,7 @@ def install(g):
 
     import weakref  # noqa: PLC0415 - slow to import in every interpreter: only once the guard is on
     import pesflow_guard_objects  # noqa: PLC0415 - slow to import in every interpreter: only once the guard is on
-    import pesflow_guard_seen as seen  # noqa: PLC0415 - only once the guard is on
+    import pesflow_guard_seen as seen  # noqa: PLC0415 - slow to import in every interpreter: only once the guard is on
     objects = pesflow_guard_objects.install({**g, "kind": kind, "weakref": weakref})
     instrument_class = objects["instrument_class"]
 

@@ -48,7 +48,7 @@ def say(cfg, rule, evidence, text=None):
     process's file; negative sequence numbers, apart from the guard proper's own. `text`: the
     planted file's, where short (the host lets the grader's own files through: written.graders_own)."""
     _sent[0] -= 1
-    import pesflow_rules  # noqa: PLC0415 - only once a planted file is found
+    import pesflow_rules  # noqa: PLC0415 - slow to import in every interpreter: only once a planted file is found
     line = '{"kind": "finding", "rule": %s, "family": %s, "evidence": %s, "pid": %d, "seq": %d, "via_shell": true%s}' % (
         _quote(rule), _quote(pesflow_rules.family(rule)), _quote(evidence), os.getpid(), _sent[0], ', "text": %s' % _quote(text) if text else "")
     if cfg.get("socket"):

@@ -271,7 +271,7 @@ def main():
     helpers = HELPERS
     paced = None  # the baseline timed before any candidate code is loaded (pesflow_probe_pace.py)
     if cfg.get("pace") and not cfg.get("only_profile"):
-        import pesflow_probe_pace as pace  # noqa: PLC0415 - only where the figure is to be reproduced
+        import pesflow_probe_pace as pace  # noqa: PLC0415 - slow to import in every probe: only where the figure is to be reproduced
         chosen = pace.cases(recs, cfg["pace"].get("baseline_refs") or (), lambda rec: inputs.blob(rec, os.path.dirname(CONFIG)), loads)
         paced = (chosen, pace.baseline_first(chosen, lambda rec: getattr(reference(rec, rec["file"], 0), rec["fn"], None),
                                              helpers, float(cfg["pace"].get("budget_sec", 3)) / 2))
