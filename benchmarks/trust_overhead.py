@@ -9,7 +9,7 @@ screen must not move the grader's figure).
 
     python3 benchmarks/trust_overhead.py [--task kfc/wre-router-power-of-two-choices-loop16] \
         [--tasks-root /path/to/faibench/tasks] [--mode oracle] [--grader hidden] [--repeats 4] \
-        [--settings off,warm,cold]
+        [--settings off,warm,cold,unpaced]
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from evaluator.config import EvaluatorConfig, LocalConfig, TrustConfig  # noqa: E402
 from evaluator.evaluation import Evaluator  # noqa: E402
 
-SETTINGS = {"off": TrustConfig(enabled=False), "warm": TrustConfig(warm_probe=True), "cold": TrustConfig(warm_probe=False)}
+SETTINGS = {"off": TrustConfig(enabled=False), "warm": TrustConfig(warm_probe=True), "cold": TrustConfig(warm_probe=False),
+            # the screen on without the figure reproduced (what pesflow_probe_pace's timing adds)
+            "unpaced": TrustConfig(warm_probe=True, reproduce_ratio=0)}
 
 
 def main() -> None:
@@ -35,7 +37,7 @@ def main() -> None:
     ap.add_argument("--mode", default="oracle")
     ap.add_argument("--grader", default="hidden")
     ap.add_argument("--repeats", type=int, default=4)
-    ap.add_argument("--settings", default="off,warm,cold", help="of off, warm, cold; the first is the ratios' base")
+    ap.add_argument("--settings", default="off,warm,cold", help="of off, warm, cold, unpaced; the first is the ratios' base")
     ap.add_argument("--cache-dir", default=str(Path(tempfile.gettempdir()) / "pesflow-bench-cache"))
     ap.add_argument("--device", default=None)
     ap.add_argument("--install-steps", default="auto", choices=["auto", "skip", "require"])
