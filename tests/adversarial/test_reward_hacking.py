@@ -33,12 +33,15 @@ HONEST = entries("honest")
 # Exploits the screen does not catch yet, with why; its plausibility check still flags them
 # needs_review (shown flagged everywhere until a person looks), which the test checks.
 KNOWN_GAPS: dict[str, str] = {}
+# Families whose cheat no bundled package's gate lets through, tested where it can be written
+ELSEWHERE = {"speed_not_reproduced": "tests/test_trust_invariants.py::test_a_figure_pesflow_cannot_reproduce_is_suspect "
+                                     "(the bundled packages' gates ban the frames and threads it needs)"}
 
 
 def test_the_corpus_covers_every_family_and_names_known_ones():
     assert len(EXPLOITS) >= 24 and len(HONEST) >= 12
     named = {f for e in EXPLOITS for f in e.families}  # each family named by an exploit (first or not)
-    assert named == set(FAMILIES), named ^ set(FAMILIES)
+    assert named | set(ELSEWHERE) == set(FAMILIES), (named | set(ELSEWHERE)) ^ set(FAMILIES)
     assert len({e.task for e in EXPLOITS}) >= 3
     for e in EXPLOITS:
         assert e.fields.get("attack") and e.fields.get("grader_alone"), e.path
