@@ -1,0 +1,84 @@
+"""What the trust screen costs a search: the same scripted search on a package, with the screen
+off, on, and on without the figure reproduced (trust.reproduce_ratio=0), side by side in one run.
+
+The scripted model proposes the package's own reference each time, with a new comment (so each
+child is new code and graded): correct and faster than the baseline, the gradings the screen's
+probes and invariants are for. Prints, per setting, the search's grading seconds (journal
+`grading_seconds`, the search's own gradings), the wall time of the run, and whether any
+grading was suspect.
+
+    python3 benchmarks/trust_search_cost.py --tasks-root <benchmark>/tasks --task T [--rounds 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from benchmarks.feedback_protocols import events, search  # noqa: E402
+from evaluator.config import EvaluatorConfig, LocalConfig  # noqa: E402
+from evaluator.evaluation import Evaluator  # noqa: E402
+from tests.adversarial.reward_hacking.corpus import reference_files  # noqa: E402
+from tests.llm_server import Reply, Request  # noqa: E402
+
+SETTINGS = {"off": {"evaluator.trust.enabled": "false"}, "on": {},
+            "unpaced": {"evaluator.trust.reproduce_ratio": "0"}}
+
+
+def proposer(files: dict[str, str]):
+    """A model whose executors answer with the reference's scope file and a new comment."""
+    n = [0]
+
+    def reply(req: Request) -> Reply:
+        user = req.messages[-1]["content"]
+        if "You are the summarizer" in user:
+            ids = re.findall(r"^## (r\d\d-c\d+(?:-f\d+)?):", user, re.M)
+            return Reply(text=json.dumps({"children": {i: "noted" for i in ids}, "memory": ["the reference is fast"]}))
+        if "You are the planner" in user:
+            return Reply(text="Use the vectorized form.")
+        n[0] += 1
+        return Reply(text="".join(f"{path}\n```\n{code.rstrip()}\n# variant {n[0]}\n```\n" for path, code in files.items()))
+    return reply
+
+
+def main() -> int:
+    os.environ.setdefault("OPENAI_API_KEY", "sk-scripted-server-needs-no-key")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tasks-root", required=True)
+    ap.add_argument("--task", required=True)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--settings", default="off,on,unpaced")
+    args = ap.parse_args()
+    cache = Path(tempfile.gettempdir()) / "pesflow-bench-cache"
+    ev = Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache))), tasks_roots=[args.tasks_root],
+                   log_root=Path(tempfile.mkdtemp()))
+    files = {k: v for k, v in reference_files(ev.task(args.task)).items() if v is not None}
+    ev.close()
+    print(f"{args.task}: a {args.rounds}-round scripted search proposing the reference, per setting (this machine, in turn)")
+    print("| setting | gradings | grading s (sum) | grading s (median) | run wall s | suspect |")
+    print("|---|---|---|---|---|---|")
+    work = Path(tempfile.mkdtemp(prefix="pesflow-trust-search-"))
+    for name in args.settings.split(","):
+        t0 = time.monotonic()
+        run_dir, _ = search(Path(args.tasks_root), work / name, cache, proposer(files), task=args.task,
+                            **{"loop.rounds": args.rounds, **SETTINGS[name]})
+        wall = time.monotonic() - t0
+        verdicts = [e["data"] for e in events(run_dir) if e["kind"] == "verdict" and e["data"].get("label") == ""]
+        secs = sorted(float(v.get("grading_seconds") or 0) for v in verdicts)
+        suspect = sum(1 for v in verdicts if ((v.get("verdict") or {}).get("trust") or {}).get("suspect"))
+        med = secs[len(secs) // 2] if secs else 0.0
+        print(f"| {name} | {len(secs)} | {sum(secs):.1f} | {med:.2f} | {wall:.1f} | {suspect} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
