@@ -86,7 +86,8 @@ def install(g):
             i = n[0]
             if i & (i - 1) or i > _SAMPLE_LIMIT:
                 out = fn(*a, **k)
-                last[0] = (i, a, k, out)
+                if fid not in too_large:  # never held where an input was too large to keep
+                    last[0] = (i, a, k, out)
                 return out
             last[0] = None
             return sampled(i, a, k)
