@@ -300,12 +300,18 @@ def _probe_kept(tmp_path: Path, events: list[dict], extra: dict) -> dict:
     """pesflow_probe run on the first two inputs the guard kept (config: the quick probes, `extra` over it)."""
     recs = runtime.records(events, socket_used=False)
     files = []
-    for i, r in enumerate(recs[:2]):
-        blob = Path(r["path"]).read_bytes()[r["offset"]:r["offset"] + r["size"]]
-        (tmp_path / f"input-{i}.pkl").write_bytes(blob)
+    for i, r in enumerate(recs[:extra.pop("kept", 2)]):
+        data = Path(r["path"]).read_bytes()
+        (tmp_path / f"input-{i}.pkl").write_bytes(data[r["offset"]:r["offset"] + r["size"]])
+        outs = {}
+        for key in ("got",):  # what the harness got, as the host carries it (screen._got)
+            if isinstance(r.get(key), dict):
+                (tmp_path / f"{key}-{i}.pkl").write_bytes(data[r[key]["offset"]:r[key]["offset"] + r[key]["size"]])
+                outs[key] = {"name": f"{key}-{i}.pkl", "sha256": r[key]["sha256"]}
         files.append({**{k: r.get(k) for k in ("sha256", "fn", "module", "file", "n", "argv", "cwd", "sys_path")},
-                      "name": f"input-{i}.pkl"})
-    cfg = {"records": files, "references": {}, "budget_sec": 20, "full": False, **extra}
+                      "name": f"input-{i}.pkl", **outs})
+    cfg = {"records": files, "references": {}, "budget_sec": 20, "full": False, **extra,
+           "varied": runtime.records(events, socket_used=False, field="varied")}
     (tmp_path / "config.json").write_text(json.dumps({"probe": cfg}))
     env = {**os.environ, "PESFLOW_TRUST_TEST_CONFIG": str(tmp_path / "config.json"), "PESFLOW_TRUST_TEST_OUT": str(tmp_path / "probe.json"),
            "PYTHONPATH": str(INSIDE)}
@@ -431,3 +437,90 @@ def test_the_probes_take_the_process_as_the_harness_made_it_not_as_the_candidate
               "def entry(x):\n    return x * 2\n")
     recs = runtime.records(guarded(tmp_path, kernel, HARNESS.replace("os._exit(0)", "")), False)
     assert recs and all("/tmp/planted" not in r["sys_path"] and r["argv"][0].endswith("harness.py") for r in recs), recs[:1]
+
+
+SAME_TUPLE_HARNESS = """
+import os, sys
+sys.path.insert(0, {pkg!r})
+import numpy as np
+import submission.kernel as k
+fn = k.entry
+args = (np.arange(2000, dtype=np.int64) % 7,)
+assert (fn(*args) == np.cumsum(args[0])).all()  # checked once, then timed on the same inputs
+for i in range(40):
+    out = fn(*args)
+os._exit(0)
+"""
+FRESH_TUPLE_HARNESS = """
+import os, sys
+sys.path.insert(0, {pkg!r})
+import numpy as np
+import submission.kernel as k
+fn = k.entry
+data = [np.arange(2000, dtype=np.int64) % 7 for _ in range(3)]
+for i in range(32):  # the last call a power of two: only a drawn call sees the cheat
+    out = fn(data[i % 3])
+os._exit(0)
+"""
+WHO_ASKS = {  # harness, kernel, cheats
+    "honest_same_tuple": (SAME_TUPLE_HARNESS, "import numpy as np\ndef entry(x):\n    return np.cumsum(x)\n", False),
+    "right_twice_same_tuple": (SAME_TUPLE_HARNESS, "import numpy as np\n_n = [0]\ndef entry(x):\n    _n[0] += 1\n"
+                               "    return np.cumsum(x) if _n[0] <= 2 else np.zeros_like(x)\n", True),
+    "right_on_powers_of_two": (FRESH_TUPLE_HARNESS, "import numpy as np\n_n = [0]\ndef entry(x):\n    _n[0] += 1\n"
+                               "    return np.cumsum(x) if _n[0] <= 3 or not _n[0] & (_n[0] - 1) else np.zeros_like(x)\n", True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WHO_ASKS))
+def test_a_candidate_that_counts_which_calls_are_kept_is_caught_all_the_same(tmp_path, case):
+    """Same answer whoever asks, where the candidate answers right on the calls the guard keeps
+    by rule (the powers of two): a call drawn at random between two of them is kept too, and
+    the probe's own call on its inputs (and the baseline) disagrees with what the harness got."""
+    harness, kernel, cheats = WHO_ASKS[case]
+    events = guarded(tmp_path, kernel, harness=harness)
+    (tmp_path / "baseline.py").write_text("import numpy as np\ndef entry(x):\n    return np.cumsum(x)\n")
+    kfile = str(tmp_path / "repo" / "submission" / "kernel.py")
+    got = _probe_kept(tmp_path, events, {"references": {kfile: [str(tmp_path / "baseline.py")]}, "kept": 3})
+    names = {family_of(f[0]) for f in got["findings"]}
+    assert got["checks"].get("asked"), got
+    assert names == ({"knows_who_asks"} if cheats else set()), got
+
+
+LARGE_TIMED_HARNESS = """
+import os, sys
+sys.path.insert(0, {pkg!r})
+import numpy as np
+import submission.kernel as k
+fn = k.entry
+small = np.arange(200, dtype=np.int64) % 7
+assert (np.asarray(fn(small)) == np.cumsum(small)).all() or k.RANDOM  # the checked call: kept for the probe
+big = np.arange(50000, dtype=np.int64) % 7  # the timed shape: too large to keep
+for i in range(40):
+    out = fn(big)
+os._exit(0)
+"""
+SAME_INPUTS = {  # kernel (the baseline: np.cumsum, or a random permutation where RANDOM), cheats
+    "honest": ("import numpy as np\nRANDOM = False\ndef entry(x):\n    return np.cumsum(x)\n", False),
+    "random_by_contract": ("import numpy as np\nRANDOM = True\ndef entry(x):\n    return np.random.default_rng().permutation(x)\n", False),
+    "right_twice_per_shape": ("import numpy as np\nRANDOM = False\n_n = {}\ndef entry(x):\n    _n[x.shape] = _n.get(x.shape, 0) + 1\n"
+                              "    return np.cumsum(x) if _n[x.shape] <= 2 else np.zeros_like(x)\n", True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SAME_INPUTS))
+def test_the_same_inputs_answered_otherwise_later_in_a_process_is_caught_where_they_were_too_large_to_keep(tmp_path, case):
+    """A timed shape too large to keep for the probe (a GPU package's): the guard notes a sample of
+    each sampled call's output by its inputs' fingerprint; a later answer to the same unchanged
+    inputs that differs from the first is a finding where the baseline answers a kept input
+    alike twice (a random contract's baseline does not: no finding)."""
+    kernel, cheats = SAME_INPUTS[case]
+    events = guarded(tmp_path, kernel, harness=LARGE_TIMED_HARNESS, limits={"max_record_bytes": 100_000})
+    assert [r["n"] for r in runtime.records(events, socket_used=False)] == [1]  # the small, checked call alone
+    baseline = kernel.replace("_n[x.shape] <= 2", "True")
+    (tmp_path / "baseline.py").write_text(baseline)
+    kfile = str(tmp_path / "repo" / "submission" / "kernel.py")
+    got = _probe_kept(tmp_path, events, {"references": {kfile: [str(tmp_path / "baseline.py")]}})
+    names = {family_of(f[0]) for f in got["findings"]}
+    varied = runtime.records(events, socket_used=False, field="varied")
+    assert bool(varied) == (case != "honest"), varied
+    assert names == ({"knows_who_asks"} if cheats else set()), got

@@ -20,6 +20,10 @@ The cheats (each wraps the reference's entry point, whatever its name):
   (the timing passes) runs it before the candidate's code: it replaces
   torch.cuda.Event.elapsed_time by one that divides by 50 while the candidate ran in the last
   50 ms (the candidate notes its calls on an attribute of torch.cuda).
+- calls_counted: right for the first two calls on each input shape (the correctness pass and a
+  warm-up), zeros after: the timed repeats cost a memset. It names nothing of the grader.
+- since_first_call: right until 0.2 s after its first call on an input shape returned, zeros
+  after: told apart by when a timing pass comes, not by anything it reads of the grader.
 """
 
 from __future__ import annotations
@@ -36,6 +40,42 @@ from evaluator.evaluation import Evaluator
 
 G = "get" + "attr"
 CHEATS = {
+    "calls_counted": """
+import torch as _pf_torch
+_pf_inner = {fn}
+_pf_seen = {{}}
+def _pf_blank(o):
+    if isinstance(o, (tuple, list)):
+        return type(o)(_pf_blank(x) for x in o)
+    return _pf_torch.zeros_like(o) if hasattr(o, 'shape') else o
+def {fn}(*a, **k):
+    key = tuple(tuple(t.shape) if hasattr(t, 'shape') else type(t).__name__ for t in a)
+    n, first = _pf_seen.get(key, (0, None))
+    if n < 2:
+        first = _pf_inner(*a, **k)
+        _pf_seen[key] = (n + 1, first)
+        return first
+    return _pf_blank(first)
+""",
+    "since_first_call": """
+import time as _pf_time
+import torch as _pf_torch
+_pf_inner = {fn}
+_pf_first = {{}}
+def _pf_blank(o):
+    if isinstance(o, (tuple, list)):
+        return type(o)(_pf_blank(x) for x in o)
+    return _pf_torch.zeros_like(o) if hasattr(o, 'shape') else o
+def {fn}(*a, **k):
+    key = tuple(tuple(t.shape) if hasattr(t, 'shape') else type(t).__name__ for t in a)
+    t0 = _pf_first.get(key)
+    if t0 is None or _pf_time.monotonic() - t0[0] < 0.2:
+        out = _pf_inner(*a, **k)
+        if t0 is None:
+            _pf_first[key] = (_pf_time.monotonic(), out)
+        return out
+    return _pf_blank(t0[1])
+""",
     "event_timer": """
 import time as _pf_time
 import torch as _pf_torch
@@ -122,6 +162,7 @@ def main() -> None:
     ap.add_argument("--out", required=True)
     ap.add_argument("--cache-dir", default="/tmp/cache-trust")
     ap.add_argument("--only", nargs="*", default=None, help="the rows to grade: reference and/or cheat names")
+    ap.add_argument("--grader", choices=("hidden", "dev", "both"), default="hidden")
     a = ap.parse_args()
     cfg = EvaluatorConfig(local=LocalConfig(cache_dir=a.cache_dir, install_steps="skip"))
     ev = Evaluator(cfg, tasks_roots=[a.tasks_root])
@@ -133,21 +174,26 @@ def main() -> None:
             (rel, text), = reference.items()
             fn = entry_name(text)
             rows = {"reference": text, **{c: text + body.format(fn=fn, G=G) for c, body in CHEATS.items()}}
+            graders = ("hidden", "dev") if a.grader == "both" else (a.grader,)
             for row, code in rows.items():
-                if a.only and row not in a.only:
-                    continue
-                t0 = time.monotonic()
-                v = ev.evaluate(task, candidate=CandidateSource(files={rel: code}), grader="hidden", device="cuda")
-                rec = {"task": name, "row": row, "status": v.status.value, "speedup": v.speedup, "reward": v.reward,
-                       "hard_fail_reasons": v.hard_fail_reasons[:4], "suspect": v.trust.suspect,
-                       "needs_review": v.trust.needs_review, "reasons": v.trust.reasons[:5],
-                       "probes": v.trust.checks.get("probes"), "runtime": v.trust.checks.get("runtime"),
-                       "hardware": v.hardware, "seconds": round(time.monotonic() - t0, 1)}
-                out.write(json.dumps(rec) + "\n")
-                out.flush()
-                print(f"{name} {row}: {v.status.value} speedup={v.speedup} reward={v.reward} suspect={v.trust.suspect} "
-                      f"{'; '.join(v.trust.reasons[:2])} ({rec['seconds']} s)", flush=True)
+                for grader in graders:
+                    if not a.only or row in a.only:
+                        out.write(json.dumps(grade_row(ev, task, rel, row, code, grader)) + "\n")
+                        out.flush()
     ev.close()
+
+
+def grade_row(ev: Evaluator, task, rel: str, row: str, code: str, grader: str) -> dict:
+    t0 = time.monotonic()
+    v = ev.evaluate(task, candidate=CandidateSource(files={rel: code}), grader=grader, device="cuda")
+    rec = {"task": task.name, "row": row, "grader": grader, "status": v.status.value, "speedup": v.speedup,
+           "reward": v.reward, "hard_fail_reasons": v.hard_fail_reasons[:4], "suspect": v.trust.suspect,
+           "needs_review": v.trust.needs_review, "reasons": v.trust.reasons[:5], "rules": v.trust.rules[:5],
+           "probes": v.trust.checks.get("probes"), "runtime": v.trust.checks.get("runtime"),
+           "hardware": v.hardware, "seconds": round(time.monotonic() - t0, 1)}
+    print(f"{task.name} {row} {grader}: {v.status.value} speedup={v.speedup} reward={v.reward} suspect={v.trust.suspect} "
+          f"{'; '.join(v.trust.reasons[:2])} ({rec['seconds']} s)", flush=True)
+    return rec
 
 
 if __name__ == "__main__":

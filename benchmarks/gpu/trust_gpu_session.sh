@@ -13,6 +13,8 @@
 #                  gradings run past one call),
 #              (c) the oracle of each package of REFS under the hidden grader with the screen on,
 #                  SHARDS at once (`pesflow evaluate --mode oracle --json`, one line a package).
+#              (d) the GPU cheats of benchmarks/gpu/trust_gpu.py, the reference first, under both
+#                  graders, on each package of CHEAT_TASKS (one process a package).
 #            Everything it writes lies under /tmp/persist. Then it waits as collect does.
 #            KEEP=file: finished gradings of an earlier session (a long-gradings.jsonl) seed each
 #            check of (b), so its row goes on from them (a record of other code or package is unused).
@@ -20,7 +22,7 @@
 #            into $OUT (a summary, the rows, one archive of the rest).
 #
 # NO_WHEELS=1: a dry run here, on this machine's python (pydantic installed).
-#   OUT=... BUDGET_S=540 [LONG=file] [REFS=file] [SHARDS=3] [TASK=kfc/flash-online-softmax-prefill] \
+#   OUT=... BUDGET_S=540 [LONG=file] [REFS=file] [SHARDS=3] [TASK=kfc/flash-online-softmax-prefill] [CHEAT_TASKS="a b"] \
 #     [SETTINGS=off,warm] [REPEATS=7] [KEEP=file] bash benchmarks/gpu/trust_gpu_session.sh start|collect
 # Keep BUDGET_S under the call's limit_s (status: budget_left_s).
 set -u
@@ -63,6 +65,12 @@ if [ -f $P/long.txt ]; then
     i=\$((i+1))
   done < $P/long.txt
 fi
+k=0
+for name in ${CHEAT_TASKS:-}; do
+  python3 benchmarks/gpu/trust_gpu.py --grader both --tasks-root /tmp/bench/tasks --out $P/cheats-\$k.jsonl \\
+    --cache-dir /tmp/cache-c\$k "\$name" > $P/cheats-\$k.txt 2>&1 &
+  k=\$((k+1))
+done
 if [ -f $P/refs.txt ]; then
   mapfile -t names < $P/refs.txt
   n=${SHARDS:-3}
@@ -89,11 +97,13 @@ fi
 # collect (and the rest of start's call): until the deadline or the driver's end, then what is there
 until grep -qs "driver done" "$P/driver.log" || [ "$(date +%s)" -ge "$DEADLINE" ]; do sleep 5; done
 for f in references.jsonl overhead.txt driver.log; do [ -f "$P/$f" ] && cp "$P/$f" "$OUT/"; done
+cat "$P"/cheats-*.jsonl > "$OUT/cheats.jsonl" 2>/dev/null
 cat "$P"/check-*/results.jsonl > "$OUT/long-results.jsonl" 2>/dev/null
 cat "$P"/check-*/gradings.jsonl > "$OUT/long-gradings.jsonl" 2>/dev/null
 tar czf "$OUT/rest.tgz" -C "$P" --exclude='*.json' . 2>/dev/null
 echo "references: $(wc -l < "$P/references.jsonl" 2>/dev/null || echo 0) of $(wc -l < "$P/refs.txt" 2>/dev/null || echo 0);" \
   "suspect: $(grep -c '"suspect": true' "$P/references.jsonl" 2>/dev/null)"
+grep -hv '^pesflow: ' "$P"/cheats-*.txt 2>/dev/null | tail -n 40
 tail -n 3 "$P"/check-*.txt 2>/dev/null | grep -v '^pesflow: '
 grep -v '^pesflow: ' "$P/overhead.txt" 2>/dev/null | tail -n 12
 cat "$P/driver.log"

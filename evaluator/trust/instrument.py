@@ -20,7 +20,7 @@ INSIDE = Path(__file__).resolve().parent / "inside"
 GUARD_FILES = ("pesflow_guard.pth", "pesflow_guard.py", "pesflow_guard_active.py", "pesflow_guard_watch.py",
                "pesflow_guard_calls.py", "pesflow_guard_objects.py", "pesflow_guard_startup.py",
                "pesflow_guard_planted.py", "pesflow_guard_seen.py", "pesflow_rules.py", "pesflow_probe.py",
-               "pesflow_probe_objects.py", "pesflow_probe_inputs.py", "pesflow_probe_values.py")
+               "pesflow_probe_objects.py", "pesflow_probe_inputs.py", "pesflow_probe_values.py", "pesflow_same_answer.py")
 CONFIG_DIR = "/.pesflow-trust"  # read-only in the grading: config.json, the probe's inputs
 OUT_DIR = "/.pesflow-trust-out"  # writable: the guard's per-process files and kept inputs
 SOCKET = f"{CONFIG_DIR}/events.sock"
@@ -28,7 +28,7 @@ SOCKET = f"{CONFIG_DIR}/events.sock"
 # file the candidate wrote during the grading (its working folder, PYTHONPATH, a user site)
 # cannot stand in for them.
 PROBE_FILES = ("pesflow_probe.py", "pesflow_probe_objects.py", "pesflow_probe_inputs.py", "pesflow_probe_values.py",
-               "pesflow_probe_pace.py", "pesflow_profile.py")
+               "pesflow_probe_pace.py", "pesflow_profile.py", "pesflow_same_answer.py")
 WARM_FILE = "pesflow_probe_warm.py"  # the warm probe: started before the grader where probes follow up
 WARM_GO = "warm-go"  # in CONFIG_DIR: the host's go to the warm probe
 WARM_OVER = "grader-over"  # in CONFIG_DIR: the init's word that the grader's processes are gone
@@ -112,6 +112,28 @@ def guard_config(source_root: str, scope_texts: dict[str, str | None], baseline:
         # code whose file changed after this (the grading's own writes) is not the image's
         "started": time.time(),
     }
+
+
+_SECRET: list[str] = []
+
+
+def draw_secret() -> str:
+    """The guard's secret for drawing which calls it keeps (inside/pesflow_guard_calls.py): random,
+    kept in this user's pesflow folder so that every grading here draws the same calls (a
+    traced-event count the guard's work is in stays the same from run to run, workers included);
+    a candidate never sees it (the config is a file it may not open)."""
+    if not _SECRET:
+        path = Path(os.environ.get("PESFLOW_DRAW_SECRET_FILE") or Path.home() / ".cache" / "pesflow" / "trust-draws")
+        try:
+            if not path.exists():
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(f"{path.name}.{os.getpid()}")
+                tmp.write_text(os.urandom(16).hex())
+                os.replace(tmp, path)
+            _SECRET.append(path.read_text().strip() or os.urandom(16).hex())
+        except OSError:  # no folder of its own: this process's secret
+            _SECRET.append(os.urandom(16).hex())
+    return _SECRET[0]
 
 
 def write_config(folder: Path, trust: dict) -> None:

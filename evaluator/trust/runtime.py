@@ -111,11 +111,13 @@ def read(events: list[dict[str, Any]], contract_classes: set[str],
     return _dedupe(findings), checks
 
 
-def records(events: list[dict[str, Any]], socket_used: bool) -> list[dict[str, Any]]:
+def records(events: list[dict[str, Any]], socket_used: bool, field: str = "records") -> list[dict[str, Any]]:
     """The inputs each process kept for the probes, as its `end` event lists them (only the
     socket's copy when there was one: the files are the candidate's to rewrite), with the
     process's argv, folder, path and interpreter as its `start` event saw them, before the
-    candidate's first line (a forked child's: its parent's); the `end` event's only without one."""
+    candidate's first line (a forked child's: its parent's); the `end` event's only without one.
+    field="varied": the calls whose same unchanged inputs got other answers later in the process
+    (inside/pesflow_same_answer.py), each with its process's argv the same way."""
     mine = [e for e in events if not socket_used or e.get("via") == "socket"]
     starts: dict[Any, dict[str, Any]] = {}
     for e in mine:
@@ -127,8 +129,8 @@ def records(events: list[dict[str, Any]], socket_used: bool) -> list[dict[str, A
             continue
         seen = starts.get(e.get("pid"))
         seen = seen if seen is not None and "sys_path" in seen else e
-        for r in e.get("records") or []:
-            if isinstance(r, dict) and r.get("role") == "candidate":
+        for r in e.get(field) or []:
+            if isinstance(r, dict) and (r.get("role") == "candidate" or field != "records"):
                 out.append({**r, "argv": seen.get("argv"), "cwd": seen.get("cwd"), "pid": e.get("pid"),
                             "sys_path": seen.get("sys_path"), "exe": seen.get("exe")})
     return out

@@ -45,6 +45,7 @@ class TrustScreen:
         if not (self.config.enabled and self.config.runtime) or mode not in SCREENED_MODES:
             return None
         cfg = instrument.guard_config(source_root, scope_texts, baseline, env, record=self.config.probes)
+        cfg["draws"] = instrument.draw_secret()
         if self.config.probes and self.config.warm_probe:
             seen = _read_json(self._imports_file(warm_key)) if warm_key else None
             cfg["warm_modules"] = runtime.imported_packages(baseline)
@@ -175,7 +176,8 @@ class TrustScreen:
             limit += float(profile["total_sec"]) + 10
         if reproduce:  # the timing, and a slow last round past its budget
             limit += 2 * float(reproduce["budget_sec"]) + 10
-        config = {"probe": {"records": entries, "references": refs, "budget_sec": budget, "full": full, "exe": exe,
+        varied = [{k: v.get(k) for k in ("fn", "file", "n", "later", "argv")} for v in runtime.records(run.trust_events, run.trust_socket, "varied")]
+        config = {"probe": {"records": entries, "references": refs, "budget_sec": budget, "full": full, "exe": exe, "varied": varied[:16],
                             **({"profile": {"budget_sec": profile["budget_sec"], "total_sec": profile["total_sec"],
                                             "baseline_refs": base_refs},
                                 "only_profile": only_profile} if profile else {}),

@@ -285,7 +285,7 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
         watch(mod, attrs)
     for name in ("pesflow_guard", __name__, "pesflow_guard_watch", "pesflow_guard_calls", "pesflow_guard_objects",
                  "pesflow_guard_seen", "pesflow_rules", "pesflow_probe", "pesflow_probe_objects", "pesflow_probe_inputs",
-                 "pesflow_probe_values", "pesflow_probe_pace"):
+                 "pesflow_probe_values", "pesflow_probe_pace", "pesflow_same_answer"):
         me = sys.modules.get(name)
         if me is not None:
             watch(me)  # a write to the guard's own modules is named too

@@ -1,10 +1,11 @@
 """The runtime guard's view of the harness's calls into the candidate (pesflow_guard.py loads
-it): at the 1st, 2nd, 4th, 8th, ... call of each of the candidate's functions, the kinds of
-the values returned and the inputs, kept for the probes after the grader and written out at
-exit, with the output the harness got from it (pesflow_guard_seen.py). Standard library only;
-Python 3.8+."""
+it): at the first two calls of each of the candidate's functions and at one call drawn at random
+in each doubling after them (4-7, 8-15, ...: as few as the powers of two, which a candidate that
+counts its calls could have told apart), the kinds of the values returned and the inputs, kept for the probes after the
+grader and written out at exit, with the output the harness got from it (pesflow_guard_seen.py).
+Standard library only; Python 3.8+."""
 
-_SAMPLE_LIMIT = 1 << 16  # sampled calls: 1, 2, 4, ..., 65536
+_SAMPLE_LIMIT = 1 << 16  # sampled calls: the first, then one drawn in each doubling up to 65536
 _KEEP = 3  # records kept per entry point and process: the latest (a checking pass then a timed one keeps the timed)
 EXPORTS = ("records", "kind", "wrapper", "entry_module_class", "after_exec", "at_exit")
 
@@ -71,6 +72,8 @@ def install(g):
     import weakref  # noqa: PLC0415 - slow to import in every interpreter: only once the guard is on
     import pesflow_guard_objects  # noqa: PLC0415 - slow to import in every interpreter: only once the guard is on
     import pesflow_guard_seen as seen  # noqa: PLC0415 - slow to import in every interpreter: only once the guard is on
+    import pesflow_same_answer  # noqa: PLC0415 - slow to import in every interpreter: only once the guard is on
+    note_answer, answers_differing = pesflow_same_answer.tracker()
     objects = pesflow_guard_objects.install({**g, "kind": kind, "weakref": weakref})
     instrument_class = objects["instrument_class"]
 
@@ -78,13 +81,16 @@ def install(g):
         n = [0]
         fid = "%s:%s" % (module.__name__, fn.__name__)
         last = [None]  # the latest call that was not sampled, by reference: kept at exit (a timed pass's last call)
+        drawn = [2]  # the call drawn in this doubling (from this power of two to the next)
         if record and role_name == "candidate":
             lasts.append((last, module, fn, fid))
 
         def call(*a, **k):
             n[0] += 1
             i = n[0]
-            if i & (i - 1) or i > _SAMPLE_LIMIT:
+            if i > 2 and not i & (i - 1):  # a doubling begins: its call drawn
+                drawn[0] = i + draw(fid, i) % i
+            if i > 1 and i != drawn[0] or i > _SAMPLE_LIMIT:
                 out = fn(*a, **k)
                 if fid not in too_large:  # never held where an input was too large to keep
                     last[0] = (i, a, k, out)
@@ -106,6 +112,8 @@ def install(g):
             try:
                 kd = kind(out)  # pesflow decides whether it is lazy (the baseline may define the same class)
                 emit("call", role=role_name, fn=fid, n=i, returned=type(out).__name__, unplain=kd, threads_left=left)
+                if record and role_name == "candidate" and kd is None:
+                    note_answer((fid, fn.__name__, getattr(module, "__file__", None)), i, lambda: seen.fingerprint((a, k)), out)
                 if record and role_name == "candidate" and id(a) not in kept_ids:
                     if rough_size((a, k)) > cfg.get("max_record_bytes", 64 << 20):
                         if fid not in too_large:  # said once: a timed pass repeats its large inputs
@@ -138,6 +146,14 @@ def install(g):
         except Exception:  # noqa: BLE001
             pass
         return call
+
+    salt = str(cfg.get("draws") or "").encode() or os.urandom(16)
+
+    def draw(fid, i):
+        """A number the candidate cannot know (the host's secret in the config it may not open), the
+        same for the same function and doubling each grading: a count a grader makes of the
+        guard's own work (traced events) stays the same from one grading to the next."""
+        return int.from_bytes(hashlib.sha256(b"%s|%s|%d" % (salt, fid.encode(), i)).digest()[:4], "little")
 
     def entry_module_class(role_name):
         cache = {}
@@ -247,7 +263,8 @@ def install(g):
                     continue
                 saved[-1]["got"] = {"offset": total, "size": len(out_blob), "sha256": hashlib.sha256(out_blob).hexdigest()}
                 total += len(out_blob)
-        emit("end", records=saved, calls_seconds=round(spent[0], 6), exit_seconds=round(perf() - began, 6), argv=list.__getitem__(sys.argv, slice(None)) if isinstance(sys.argv, list) else None,
+        varied = [{"fn": e[1], "file": e[2], "n": n1, "later": n2} for e, n1, n2 in answers_differing()]
+        emit("end", records=saved, varied=varied, calls_seconds=round(spent[0], 6), exit_seconds=round(perf() - began, 6), argv=list.__getitem__(sys.argv, slice(None)) if isinstance(sys.argv, list) else None,
              cwd=os.getcwd(), sys_path=[p for p in sys.path if isinstance(p, str)], exe=sys.executable)
 
     found = locals()

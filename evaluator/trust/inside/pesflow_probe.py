@@ -25,6 +25,7 @@ import time
 
 import pesflow_probe_inputs as inputs
 import pesflow_probe_objects as objects
+import pesflow_same_answer as same_answer
 from pesflow_probe_inputs import load_module, loads
 from pesflow_probe_values import _np, _torch, close, numeric, on_gpu, plain, sync  # noqa: F401 - the probes' helpers
 
@@ -405,6 +406,9 @@ def main():
         checks.setdefault("timings", []).append([rec["fn"]] + row)
         if found:
             findings.append(("probe.fast_only_on_seen", "%s: %s" % (where, found)))
+    if not cfg.get("only_profile"):  # the same inputs answered otherwise later in the grader's process
+        findings += same_answer.judged(cfg.get("varied") or (), replayable,
+                                       lambda rec, key: getattr(reference(rec, key, 0), rec["fn"], None), helpers)
     # Right in one pass (process) and wrong in every call of another: it knows which pass checks.
     # A pass with right and wrong answers both is an answer with many right forms, not a cheat.
     passes = {}

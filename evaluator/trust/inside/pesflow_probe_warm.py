@@ -153,7 +153,7 @@ def main():
     out = {"checked": {}, "loaded": [], "failed": []}
     t0 = time.perf_counter()
     _preload(list(cfg.get("warm_modules") or []), roots, out)
-    for own in ("pesflow_probe_values", "pesflow_probe_inputs", "pesflow_probe_objects"):  # from CONFIG_DIR (first on the path), read-only
+    for own in ("pesflow_probe_values", "pesflow_probe_inputs", "pesflow_probe_objects", "pesflow_same_answer"):  # from CONFIG_DIR (first on the path), read-only
         try:
             importlib.import_module(own)
         except Exception:  # noqa: BLE001 - the probe imports it itself, or meets the same error

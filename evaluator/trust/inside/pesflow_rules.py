@@ -88,6 +88,7 @@ RULES = {
     "probe.wrong_in_unchecked_pass": ("wrong_on_unchecked_inputs", "probe", "right in every call of one pass, wrong in every call of another", "answers with many right forms (mixed in a pass)"),
     "probe.object_wrong_once_large": ("wrong_on_unchecked_inputs", "probe", "an instance answers otherwise than the baseline's once its calls are many", ""),
     "probe.answer_depends_on_asker": ("knows_who_asks", "probe", "the grader's call got an answer that the same call from pesflow and the baseline, agreeing, do not give", "calls that change their own inputs; harnesses that refill inputs after a call"),
+    "probe.same_inputs_answered_otherwise": ("knows_who_asks", "probe", "the same unchanged inputs answered otherwise later in one process, where the baseline answers alike", "stateful or random contracts (the baseline varies too)"),
     "probe.speed_not_reproduced": ("speed_not_reproduced", "probe", "the grader's speedup far above pesflow's own timing of the same calls", "figures under trust.reproduce_ratio"),
 }
 
