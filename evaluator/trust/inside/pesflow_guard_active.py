@@ -82,9 +82,12 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
         rel = cand_paths.get(real_of(fn)) if fn else None
         return "%s:%d" % (rel or fn, frame.f_lineno)
 
+    stdlib = os.path.dirname(os.__file__) + os.sep
+
     def culprit(depth, hops=False, limit=8):
         """The candidate's frame that caused this, if the nearest frame (past stdlib helpers
-        when `hops`) is the candidate's; else None."""
+        when `hops`; past any frame of the standard library when hops is "stdlib") is the
+        candidate's; else None."""
         try:
             f = sys._getframe(depth)
         except ValueError:
@@ -94,7 +97,8 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
             fn = f.f_code.co_filename
             if role(fn) == "candidate":
                 return f
-            if not (hops and fn.endswith(_STDLIB_HOPS)) and not fn.startswith("<frozen"):
+            through = hops == "stdlib" and fn.startswith(stdlib) and "-packages" not in fn
+            if not (through or (hops and fn.endswith(_STDLIB_HOPS))) and not fn.startswith("<frozen"):
                 return None
             f, n = f.f_back, n + 1
         return None
@@ -190,7 +194,8 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
                 local.busy = False
             return
         if event in ("gc.get_objects", "gc.get_referrers", "gc.get_referents"):
-            blame("guard.gc_walked", event)
+            # past the standard library: a walk made through functools, a collector callback's caller
+            blame("guard.gc_walked", event, hops="stdlib", limit=16)
             return
         if event in ("object.__setattr__", "object.__delattr__"):
             obj, name = args[0], args[1]

@@ -7,6 +7,10 @@ Standard library only; Python 3.8+."""
 
 _SAMPLE_LIMIT = 1 << 16  # sampled calls: the first, then one drawn in each doubling up to 65536
 _KEEP = 3  # records kept per entry point and process: the latest (a checking pass then a timed one keeps the timed)
+_PLAIN_BASES = (tuple, list, dict)
+# how a value is read: a class that defines one of these can make its values when looked at
+_READ_HOOKS = ("__len__", "__iter__", "__getitem__", "__eq__", "__bool__", "__array__", "__array_function__",
+               "__array_ufunc__", "__array_interface__", "__torch_function__", "tolist", "copy", "__getattribute__", "__getattr__")
 EXPORTS = ("records", "kind", "wrapper", "entry_module_class", "after_exec", "at_exit")
 
 
@@ -23,11 +27,28 @@ def install(g):
     lasts = []  # ([latest unsampled call], module, function, entry id) of each of the candidate's entry points
     too_large = set()  # entry points that had an input too large to keep (never pickled, never held)
 
+    def disguised(t):
+        """A subclass of a plain kind (list, tuple, dict, array, tensor) that its module does not
+        export as its own, which defines how it is read: values that may be made when looked at,
+        however its class names itself (a __module__ of numpy's, code relabeled as the stdlib's)."""
+        mod = sys.modules.get(getattr(t, "__module__", None) or "")
+        if mod is not None and getattr(mod, t.__qualname__, None) is t and role(getattr(mod, "__file__", None) or "") is None:
+            return False  # the library's own class (numpy.ndarray, a torch.return_types tuple, Parameter)
+        for c in t.__mro__:
+            if c in _PLAIN_BASES or c is object or (getattr(c, "__module__", "") or "").split(".")[0] in ("numpy", "torch") \
+                    and getattr(sys.modules.get(c.__module__), c.__qualname__, None) is c:
+                return False
+            if any(h in c.__dict__ for h in _READ_HOOKS):
+                return True
+        return False
+
     def kind(v, depth=0):
         """Plain values (numbers, arrays, tensors, containers of them) or the name of what is not."""
         t = type(v)
         if v is None or t in (bool, int, float, complex, str, bytes):
             return None
+        if t not in (tuple, list, dict) and isinstance(v, (tuple, list, dict)) and disguised(t):
+            return "%s.%s" % (getattr(t, "__module__", ""), t.__qualname__)
         if t in (tuple, list) or (isinstance(v, tuple) and hasattr(v, "_fields")):
             for x in list(v)[:16] if depth < 4 else ():
                 k = kind(x, depth + 1)
@@ -42,7 +63,7 @@ def install(g):
             return None
         mod = getattr(t, "__module__", "") or ""
         if mod.split(".")[0] in ("numpy", "torch") and (mod.split(".")[0] != "torch" or "Tensor" in t.__name__ or t.__name__ in ("Size", "dtype", "device")):
-            return None
+            return None if not disguised(t) else "%s.%s" % (mod, t.__qualname__)
         if defined_by_candidate(v) or isinstance(v, (types.GeneratorType, types.CoroutineType, types.FunctionType, map, filter, zip)):
             return "%s.%s" % (mod, t.__qualname__)
         return None
