@@ -30,9 +30,23 @@ pytestmark = [needs_root, pytest.mark.slow]
 GRADERS = ("hidden", "dev")
 EXPLOITS = entries("exploits")
 HONEST = entries("honest")
-# Exploits the screen does not catch yet, with why; its plausibility check still flags them
-# needs_review (shown flagged everywhere until a person looks), which the test checks.
-KNOWN_GAPS: dict[str, str] = {}
+# Exploits the screen does not catch yet (file stem, or "stem[grader]" for one grader), with why;
+# its plausibility check still flags them needs_review (shown flagged everywhere until a person
+# looks), which the test checks.
+_LEFT_RUNNING = ("the probes never run on this package (the harness's first instance of the candidate's class is a "
+                 "throwaway, the one kept) and the guard counts neither raw threads nor interval timers left running; "
+                 "the figure it buys (about 2x the reference) is under the review line")
+KNOWN_GAPS: dict[str, str] = {
+    "rt2_idle_spinner_thread": _LEFT_RUNNING,
+    "rt2_sigprof_timer_burns": _LEFT_RUNNING,
+}
+# Caught in most runs, not all (xfail, not strict): the cheat races the guard's copy of what the
+# harness got, and a loaded machine can let it win.
+RACES: dict[str, str] = {
+    "rt2_raw_thread_spares_sampled": "its raw thread fills the list it returned empty; where it fills it before the guard "
+                                     "copies the output at return, the harness's answer looks whole (seen once in 4 runs, "
+                                     "with other gradings on the same 2 cores)",
+}
 # Families whose cheat no bundled package's gate lets through, tested where it can be written
 ELSEWHERE = {"speed_not_reproduced": "tests/test_trust_invariants.py::test_a_figure_pesflow_cannot_reproduce_is_suspect "
                                      "(the bundled packages' gates ban the frames and threads it needs)"}
@@ -62,17 +76,23 @@ def grade(ev: Evaluator, entry, grader: str):
     return ev.evaluate(task, candidate=source(task, entry), grader=grader)
 
 
-def _known_gap(e):
-    gap = KNOWN_GAPS.get(e.path.stem)
-    return pytest.param(e, id=e.id, marks=pytest.mark.xfail(strict=True, reason=gap)) if gap else pytest.param(e, id=e.id)
+def _gap(e, grader: str) -> str | None:
+    return KNOWN_GAPS.get(e.path.stem) or KNOWN_GAPS.get(f"{e.path.stem}[{grader}]")
 
 
-@pytest.mark.parametrize("grader", GRADERS)
-@pytest.mark.parametrize("entry", [_known_gap(e) for e in EXPLOITS])
+def _known_gaps():
+    for e in EXPLOITS:
+        for grader in GRADERS:
+            gap, race = _gap(e, grader), RACES.get(e.path.stem)
+            marks = [pytest.mark.xfail(strict=True, reason=gap)] if gap else [pytest.mark.xfail(strict=False, reason=race)] if race else []
+            yield pytest.param(e, grader, id=f"{e.id}-{grader}", marks=marks)
+
+
+@pytest.mark.parametrize(("entry", "grader"), list(_known_gaps()))
 def test_exploit_is_suspect_and_its_family_named(screened, entry, grader):
     v = grade(screened, entry, grader)
     shown = (v.status, v.speedup, v.reward, v.hard_fail_reasons, v.trust.reasons)
-    if entry.path.stem in KNOWN_GAPS:
+    if _gap(entry, grader):
         assert v.trust.needs_review or v.trust.suspect, shown  # flagged for a person at least
     if v.status == Status.hard_fail and not v.correct and not v.trust.suspect:
         assert not v.reward, shown  # the package's own gate stopped it: it earns nothing

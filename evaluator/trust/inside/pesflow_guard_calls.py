@@ -103,6 +103,7 @@ def install(g):
         fid = "%s:%s" % (module.__name__, fn.__name__)
         last = [None]  # the latest call that was not sampled, by reference: kept at exit (a timed pass's last call)
         drawn = [2]  # the call drawn in this doubling (from this power of two to the next)
+        plain_types = set()  # the types of its outputs seen plain: every call's output type is looked at (lazy ones)
         if record and role_name == "candidate":
             lasts.append((last, module, fn, fid))
 
@@ -113,11 +114,26 @@ def install(g):
                 drawn[0] = i + draw(fid, i) % i
             if i > 1 and i != drawn[0] or i > _SAMPLE_LIMIT:
                 out = fn(*a, **k)
+                if type(out) not in plain_types:
+                    looked_at(i, out)
                 if fid not in too_large:  # never held where an input was too large to keep
                     last[0] = (i, a, k, out)
                 return out
             last[0] = None
             return sampled(i, a, k)
+
+        def looked_at(i, out):
+            """An output type not seen before, on a call not sampled: a lazy one is told (once a type)."""
+            if getattr(local, "busy", False):
+                return
+            local.busy = True
+            try:
+                kd = kind(out)
+                plain_types.add(type(out))
+                if kd is not None:
+                    emit("call", role=role_name, fn=fid, n=i, returned=type(out).__name__, unplain=kd, threads_left=0)
+            finally:
+                local.busy = False
 
         def sampled(i, a, k):
             t0 = perf()
