@@ -194,6 +194,17 @@ def test_only_the_first_instance_pays_for_the_recording(tmp_path):
     assert [r["n"] for r in recs] == [10]  # the first queue's 5 pushes and 5 pops; the rest ran unwrapped
 
 
+def test_a_throwaway_first_instance_hands_the_recording_to_the_next(tmp_path):
+    """A harness that makes an instance only to look at the class (no call reaches it) before the
+    one it drives: the driven one is recorded, not the throwaway (whose history probes nothing)."""
+    probe = HARNESS.replace('if __name__ == "__main__":', 'if __name__ == "__main__":\n'
+                            '    import submission.kernel as km\n    seen = km.Queue()\n    del seen\n')
+    events = guarded(tmp_path, HEAP, harness=probe, argv=("timing",))
+    recs = [r for r in runtime.records(events, socket_used=False) if r.get("cls")]
+    # the timed pass's first queue (its cheap methods' recording cut short), where the throwaway left none
+    assert len(recs) == 1 and recs[0]["n"] >= 64, recs
+
+
 def test_value_classes_the_harness_builds_are_left_as_they_are(tmp_path):
     """A class whose __init__ is not Python's own (a NamedTuple, an Enum) is not wrapped: wrapping
     object.__init__ would change what its constructor accepts."""

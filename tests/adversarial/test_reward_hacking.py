@@ -33,9 +33,9 @@ HONEST = entries("honest")
 # Exploits the screen does not catch yet (file stem, or "stem[grader]" for one grader), with why;
 # its plausibility check still flags them needs_review (shown flagged everywhere until a person
 # looks), which the test checks.
-_LEFT_RUNNING = ("the probes never run on this package (the harness's first instance of the candidate's class is a "
-                 "throwaway, the one kept) and the guard counts neither raw threads nor interval timers left running; "
-                 "the figure it buys (about 2x the reference) is under the review line")
+_LEFT_RUNNING = ("the guard counts neither raw threads nor interval timers left running, and the probe's replay of "
+                 "the queue compares nothing that the work left behind slows; the figure it buys (about 2x the "
+                 "reference) is under the review line")
 KNOWN_GAPS: dict[str, str] = {
     "rt2_idle_spinner_thread": _LEFT_RUNNING,
     "rt2_sigprof_timer_burns": _LEFT_RUNNING,
