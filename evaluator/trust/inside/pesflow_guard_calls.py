@@ -247,7 +247,7 @@ def install(g):
         sweep()
         saved = []
         for cell, module, fn, fid in lasts:  # a timed pass's last call: what the grader got from it, copied now
-            if cell[0] is None or id(cell[0][1]) in kept_ids:
+            if cell[0] is None:
                 continue
             i, a, k, out = cell[0]
             cell[0] = None
