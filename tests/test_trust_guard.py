@@ -524,3 +524,25 @@ def test_the_same_inputs_answered_otherwise_later_in_a_process_is_caught_where_t
     varied = runtime.records(events, socket_used=False, field="varied")
     assert bool(varied) == (case != "honest"), varied
     assert names == ({"knows_who_asks"} if cheats else set()), got
+
+
+LEFT_RUNNING = {  # kernel, named
+    "raw_thread": ("import _thread, time\n_on = []\ndef _spin():\n    while True:\n        time.sleep(0.001)\n"
+                   "def entry(x):\n    if not _on:\n        _on.append(_thread.start_new_thread(_spin, ()))\n    return x.cumsum()\n", True),
+    "interval_timer": ("import signal\ndef _tick(sig, frame):\n    sum(range(1000))\n"
+                       "def entry(x):\n    signal.signal(signal.SIGPROF, _tick)\n    signal.setitimer(signal.ITIMER_PROF, 0.01, 0.01)\n"
+                       "    return x.cumsum()\n", True),
+    "idle_pool_left_open": ("from concurrent.futures import ThreadPoolExecutor\n_pool = ThreadPoolExecutor(2)\n"
+                            "def _part(x):\n    return x.cumsum()\n"
+                            "def entry(x):\n    return _pool.submit(_part, x).result()\n", False),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LEFT_RUNNING))
+def test_work_the_candidate_left_running_as_the_process_ends_is_named(tmp_path, case):
+    """A thread however started (a raw one that threading does not count) with the candidate's code
+    on its stack, or an interval timer whose handler is the candidate's, still running at the end:
+    what it does lands in whatever the harness times next. A pool left open, idle, is not."""
+    kernel, named = LEFT_RUNNING[case]
+    found = families(guarded(tmp_path, kernel))
+    assert ("unsynchronized_work" in found) == named, found

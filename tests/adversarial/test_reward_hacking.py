@@ -33,13 +33,7 @@ HONEST = entries("honest")
 # Exploits the screen does not catch yet (file stem, or "stem[grader]" for one grader), with why;
 # its plausibility check still flags them needs_review (shown flagged everywhere until a person
 # looks), which the test checks.
-_LEFT_RUNNING = ("the guard counts neither raw threads nor interval timers left running, and the probe's replay of "
-                 "the queue compares nothing that the work left behind slows; the figure it buys (about 2x the "
-                 "reference) is under the review line")
-KNOWN_GAPS: dict[str, str] = {
-    "rt2_idle_spinner_thread": _LEFT_RUNNING,
-    "rt2_sigprof_timer_burns": _LEFT_RUNNING,
-}
+KNOWN_GAPS: dict[str, str] = {}
 # Caught in most runs, not all (xfail, not strict): the cheat races the guard's copy of what the
 # harness got, and a loaded machine can let it win.
 RACES: dict[str, str] = {

@@ -17,6 +17,7 @@ EXPORTS = ("records", "kind", "wrapper", "entry_module_class", "after_exec", "at
 def install(g):
     os, sys, types, threading, hashlib, perf = g["os"], g["sys"], g["types"], g["threading"], g["hashlib"], g["perf"]
     local, role, emit, cfg, record, rec_fh, pid = g["local"], g["role"], g["emit"], g["cfg"], g["record"], g["rec_fh"], g["pid"]
+    finding = g["finding"]
     sweep, watch, harness_module = g["sweep"], g["watch"], g["harness_module"]
     defined_by_candidate, cand_seen = g["defined_by_candidate"], g["cand_seen"]
     # ------------------------------------------------------------ the harness's calls into the candidate
@@ -239,12 +240,41 @@ def install(g):
 
     exited = [False]
 
+    def left_running():
+        """Work the candidate left running as its process ends: a thread, however it was started,
+        with the candidate's code on its stack; an interval timer whose signal handler is the
+        candidate's. What such work does lands in whatever the harness times next (the baseline)."""
+        me = threading.get_ident()
+        for tid, f in list(sys._current_frames().items()):
+            depth = 0
+            while f is not None and depth < 64 and tid != me:
+                if role(f.f_code.co_filename) == "candidate":
+                    finding("guard.work_left_running", "a thread running %s (%s:%d) was still alive as the process ended"
+                            % (f.f_code.co_name, os.path.basename(f.f_code.co_filename), f.f_lineno))
+                    break
+                f, depth = f.f_back, depth + 1
+        signal = sys.modules.get("signal")
+        for timer, sig in (("ITIMER_REAL", "SIGALRM"), ("ITIMER_VIRTUAL", "SIGVTALRM"), ("ITIMER_PROF", "SIGPROF")):
+            try:
+                if signal is None or not any(signal.getitimer(getattr(signal, timer))):
+                    continue
+                code = getattr(signal.getsignal(getattr(signal, sig)), "__code__", None)
+            except (AttributeError, OSError, ValueError):
+                continue
+            if code is not None and role(code.co_filename) == "candidate":
+                finding("guard.work_left_running", "an interval timer (%s) was still running as the process ended, its handler "
+                        "%s (%s:%d)" % (timer, code.co_name, os.path.basename(code.co_filename), code.co_firstlineno))
+
     def at_exit():
         if exited[0]:
             return
         exited[0] = True
         began = perf()
         sweep()
+        try:
+            left_running()
+        except Exception:  # noqa: BLE001 - never the end event's loss
+            pass
         saved = []
         for cell, module, fn, fid in lasts:  # a timed pass's last call: what the grader got from it, copied now
             if cell[0] is None:

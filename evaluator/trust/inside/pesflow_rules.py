@@ -72,6 +72,7 @@ RULES = {
     "guard.python_without_site": ("guard_evasion", "guard", "a python started without site hooks: no guard in it", ""),
     "guard.lazy_output": ("lazy_output", "guard", "an entry point returned a generator, proxy or function, not plain values", "functions whose contract returns one"),
     "guard.threads_left": ("unsynchronized_work", "guard", "threads left running after call after call", "a pool's workers started once"),
+    "guard.work_left_running": ("unsynchronized_work", "guard", "a thread with the candidate's code on its stack, or an interval timer with its handler, still running as the process ended", "the harness's own threads and timers"),
     # -- written: read on the host after the grader
     "written.startup_file": ("guard_evasion", "written", "a startup file found on the grading's writable layer", "the grader's own files"),
     "written.image_module": ("harness_patched", "written", "a module of the image changed on the writable layer", ""),
