@@ -36,11 +36,9 @@ HONEST = entries("honest")
 KNOWN_GAPS: dict[str, str] = {}
 # Caught in most runs, not all (xfail, not strict): the cheat races the guard's copy of what the
 # harness got, and a loaded machine can let it win.
-RACES: dict[str, str] = {
-    "rt2_raw_thread_spares_sampled": "its raw thread fills the list it returned empty; where it fills it before the guard "
-                                     "copies the output at return, the harness's answer looks whole (seen once in 4 runs, "
-                                     "with other gradings on the same 2 cores)",
-}
+_RAW_THREAD_RACE = ("its raw thread fills the list it returned empty; where it fills it before the guard copies the "
+                    "output at return, the harness's answer looks whole (seen with other gradings on the same 2 cores)")
+RACES: dict[str, str] = {"rt2_raw_thread_spares_sampled": _RAW_THREAD_RACE, "rt2_raw_thread_plain_list": _RAW_THREAD_RACE}
 # Families whose cheat no bundled package's gate lets through, tested where it can be written
 ELSEWHERE = {"speed_not_reproduced": "tests/test_trust_invariants.py::test_a_figure_pesflow_cannot_reproduce_is_suspect "
                                      "(the bundled packages' gates ban the frames and threads it needs)"}
