@@ -527,8 +527,10 @@ def test_the_same_inputs_answered_otherwise_later_in_a_process_is_caught_where_t
 
 
 LEFT_RUNNING = {  # kernel, named
-    "raw_thread": ("import _thread, time\n_on = []\ndef _spin():\n    while True:\n        time.sleep(0.001)\n"
-                   "def entry(x):\n    if not _on:\n        _on.append(_thread.start_new_thread(_spin, ()))\n    return x.cumsum()\n", True),
+    # the thread running before the first call returns (else it may not have begun as the harness ends)
+    "raw_thread": ("import _thread, time\n_on = []\ndef _spin(lock):\n    lock.release()\n    while True:\n        time.sleep(0.001)\n"
+                   "def entry(x):\n    if not _on:\n        lock = _thread.allocate_lock()\n        lock.acquire()\n"
+                   "        _on.append(_thread.start_new_thread(_spin, (lock,)))\n        lock.acquire()\n    return x.cumsum()\n", True),
     "interval_timer": ("import signal\ndef _tick(sig, frame):\n    sum(range(1000))\n"
                        "def entry(x):\n    signal.signal(signal.SIGPROF, _tick)\n    signal.setitimer(signal.ITIMER_PROF, 0.01, 0.01)\n"
                        "    return x.cumsum()\n", True),

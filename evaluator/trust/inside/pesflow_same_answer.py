@@ -9,6 +9,10 @@ contract) is the difference a finding. Standard library (numpy and torch when th
 them); Python 3.8+.
 """
 
+import copy
+
+import pesflow_probe_values as values
+
 _SAMPLED = 1024  # elements of an output array kept: strided across it
 _PER_ENTRY = 64  # inputs noted per entry point and process
 
@@ -58,7 +62,6 @@ def tracker():
             first[key] = (n, s)
 
     def differing():
-        import pesflow_probe_values as values  # noqa: PLC0415 - at exit only
         out = []
         for key, (n2, s2) in latest.items():
             n1, s1 = first[key]
@@ -75,8 +78,6 @@ def tracker():
 def baseline_alike(call, args, kwargs, helpers):
     """Does the baseline answer the same inputs alike twice (fresh copies each time)? None where it
     cannot be asked."""
-    import copy  # noqa: PLC0415
-
     try:
         a = helpers["plain"](call(*copy.deepcopy(args), **copy.deepcopy(kwargs)))
         b = helpers["plain"](call(*copy.deepcopy(args), **copy.deepcopy(kwargs)))
