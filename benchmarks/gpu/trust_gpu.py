@@ -39,17 +39,22 @@ from evaluator.config import EvaluatorConfig, LocalConfig
 from evaluator.evaluation import Evaluator
 
 G = "get" + "attr"
-CHEATS = {
-    "calls_counted": """
+# the two counting cheats' shared part: zeros shaped like an output, and an input's shapes as a key
+_ZEROS = """
 import torch as _pf_torch
 _pf_inner = {fn}
-_pf_seen = {{}}
 def _pf_blank(o):
     if isinstance(o, (tuple, list)):
         return type(o)(_pf_blank(x) for x in o)
     return _pf_torch.zeros_like(o) if hasattr(o, 'shape') else o
+def _pf_key(a):
+    return tuple(tuple(t.shape) if hasattr(t, 'shape') else type(t).__name__ for t in a)
+"""
+CHEATS = {
+    "calls_counted": _ZEROS + """
+_pf_seen = {{}}
 def {fn}(*a, **k):
-    key = tuple(tuple(t.shape) if hasattr(t, 'shape') else type(t).__name__ for t in a)
+    key = _pf_key(a)
     n, first = _pf_seen.get(key, (0, None))
     if n < 2:
         first = _pf_inner(*a, **k)
@@ -57,17 +62,11 @@ def {fn}(*a, **k):
         return first
     return _pf_blank(first)
 """,
-    "since_first_call": """
+    "since_first_call": _ZEROS + """
 import time as _pf_time
-import torch as _pf_torch
-_pf_inner = {fn}
 _pf_first = {{}}
-def _pf_blank(o):
-    if isinstance(o, (tuple, list)):
-        return type(o)(_pf_blank(x) for x in o)
-    return _pf_torch.zeros_like(o) if hasattr(o, 'shape') else o
 def {fn}(*a, **k):
-    key = tuple(tuple(t.shape) if hasattr(t, 'shape') else type(t).__name__ for t in a)
+    key = _pf_key(a)
     t0 = _pf_first.get(key)
     if t0 is None or _pf_time.monotonic() - t0[0] < 0.2:
         out = _pf_inner(*a, **k)

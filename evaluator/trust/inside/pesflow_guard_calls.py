@@ -1,11 +1,11 @@
 """The runtime guard's view of the harness's calls into the candidate (pesflow_guard.py loads
 it): at the first two calls of each of the candidate's functions and at one call drawn at random
 in each doubling after them (4-7, 8-15, ...: as few as the powers of two, which a candidate that
-counts its calls could have told apart), the kinds of the values returned and the inputs, kept for the probes after the
-grader and written out at exit, with the output the harness got from it (pesflow_guard_seen.py).
-Standard library only; Python 3.8+."""
+counts its calls could have told apart), the kinds of the values returned and the inputs, kept
+for the probes after the grader and written out at exit, with the output the harness got from
+it (pesflow_guard_seen.py). Standard library only; Python 3.8+."""
 
-_SAMPLE_LIMIT = 1 << 16  # sampled calls: the first, then one drawn in each doubling up to 65536
+_SAMPLE_LIMIT = 1 << 16  # sampled calls: the first two, then one drawn in each doubling up to 65536
 _KEEP = 3  # records kept per entry point and process: the latest (a checking pass then a timed one keeps the timed)
 _PLAIN_BASES = (tuple, list, dict)
 # how a value is read: a class that defines one of these can make its values when looked at

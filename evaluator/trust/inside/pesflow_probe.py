@@ -408,7 +408,7 @@ def main():
             findings.append(("probe.fast_only_on_seen", "%s: %s" % (where, found)))
     if not cfg.get("only_profile"):  # the same inputs answered otherwise later in the grader's process
         findings += same_answer.judged(cfg.get("varied") or (), replayable,
-                                       lambda rec, key: getattr(reference(rec, key, 0), rec["fn"], None), helpers)
+                                       lambda rec, key: getattr(reference(rec, key, 0), rec["fn"], None))
     # Right in one pass (process) and wrong in every call of another: it knows which pass checks.
     # A pass with right and wrong answers both is an answer with many right forms, not a cheat.
     passes = {}

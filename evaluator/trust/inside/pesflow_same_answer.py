@@ -75,19 +75,19 @@ def tracker():
     return note, differing
 
 
-def baseline_alike(call, args, kwargs, helpers):
+def baseline_alike(call, args, kwargs):
     """Does the baseline answer the same inputs alike twice (fresh copies each time)? None where it
     cannot be asked."""
     try:
-        a = helpers["plain"](call(*copy.deepcopy(args), **copy.deepcopy(kwargs)))
-        b = helpers["plain"](call(*copy.deepcopy(args), **copy.deepcopy(kwargs)))
-        helpers["sync"]()
-        return bool(helpers["close"](a, b, loose=True))
+        a = values.plain(call(*copy.deepcopy(args), **copy.deepcopy(kwargs)))
+        b = values.plain(call(*copy.deepcopy(args), **copy.deepcopy(kwargs)))
+        values.sync()
+        return bool(values.close(a, b, loose=True))
     except Exception:  # noqa: BLE001 - a stub baseline, or inputs it cannot take: no conclusion
         return None
 
 
-def judged(varied, replayable, baseline_of, helpers):
+def judged(varied, replayable, baseline_of):
     """[(rule, evidence)]: each call the guard saw answered otherwise on the same unchanged inputs
     (varied), where the baseline answers a kept input of the same function alike twice."""
     out = []
@@ -96,7 +96,7 @@ def judged(varied, replayable, baseline_of, helpers):
             if rec.get("fn") != v.get("fn") or rec.get("file") != v.get("file"):
                 continue
             base = baseline_of(rec, key)
-            if base is not None and baseline_alike(base, args, kwargs, helpers):
+            if base is not None and baseline_alike(base, args, kwargs):
                 out.append(("probe.same_inputs_answered_otherwise",
                             "%s: calls %s and %s of the process `%s` asked it the same inputs, unchanged, and got other answers "
                             "(the baseline answers an input alike each time)" % (
