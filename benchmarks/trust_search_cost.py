@@ -7,7 +7,8 @@ probes and invariants are for. Prints, per setting, the search's grading seconds
 `grading_seconds`, the search's own gradings), the wall time of the run, and whether any
 grading was suspect.
 
-    python3 benchmarks/trust_search_cost.py --tasks-root <benchmark>/tasks --task T [--rounds 4]
+    python3 benchmarks/trust_search_cost.py --tasks-root <benchmark>/tasks --task T [--rounds 4] \
+        [--set evaluator.local.install_steps=skip ...]
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ def main() -> int:
     ap.add_argument("--task", required=True)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--settings", default="off,on,unpaced")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a config setting for every run (a GPU machine: evaluator.local.install_steps=skip)")
     args = ap.parse_args()
     cache = Path(tempfile.gettempdir()) / "pesflow-bench-cache"
     ev = Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache))), tasks_roots=[args.tasks_root],
@@ -70,7 +73,7 @@ def main() -> int:
     for name in args.settings.split(","):
         t0 = time.monotonic()
         run_dir, _ = search(Path(args.tasks_root), work / name, cache, proposer(files), task=args.task,
-                            **{"loop.rounds": args.rounds, **SETTINGS[name]})
+                            **{"loop.rounds": args.rounds, **dict(kv.split("=", 1) for kv in args.set), **SETTINGS[name]})
         wall = time.monotonic() - t0
         verdicts = [e["data"] for e in events(run_dir) if e["kind"] == "verdict" and e["data"].get("label") == ""]
         secs = sorted(float(v.get("grading_seconds") or 0) for v in verdicts)

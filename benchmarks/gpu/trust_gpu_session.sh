@@ -3,18 +3,20 @@
 # 10-minute call (a grading longer than a call included): `start` in the first call, `collect`
 # in each call after it, back to back (the machine stays warm for 30 s between calls).
 #
-#   start:   installs the carried wheels (.whl/: pydantic for the machine's python), checks the
-#            benchmark out of .bench/faibench-git.tgz (its .git at the pinned commit, its origin
-#            the official URL, so the packages read as official), then starts the driver
-#            (setsid), which runs first, alone on the GPU,
-#              (a) the screen's cost on TASK (benchmarks/trust_overhead.py, SETTINGS in turn),
-#            then at once
+#   start:   installs the carried wheels (.whl/: pydantic, and the agent's own dependencies for
+#            the search, for the machine's python), checks the benchmark out of
+#            .bench/faibench-git.tgz (its .git at the pinned commit, its origin the official URL, so
+#            the packages read as official), then starts the driver (setsid), which runs in turn
+#              (d) the GPU cheats of benchmarks/gpu/trust_gpu.py, the reference first, under both
+#                  graders, on each package of CHEAT_TASKS (one process a package, at once; only
+#                  the rows of CHEAT_ONLY where it is set), then alone on the GPU
+#              (a) the screen's cost in a search on SEARCH_TASK (benchmarks/trust_search_cost.py,
+#                  ROUNDS rounds, screen off and on) and in a grading on TASK
+#                  (benchmarks/trust_overhead.py, SETTINGS in turn), then at once
 #              (b) `pesflow tasks check` of each package of LONG, one shard a package (rows whose
 #                  gradings run past one call),
 #              (c) the oracle of each package of REFS under the hidden grader with the screen on,
 #                  SHARDS at once (`pesflow evaluate --mode oracle --json`, one line a package).
-#              (d) the GPU cheats of benchmarks/gpu/trust_gpu.py, the reference first, under both
-#                  graders, on each package of CHEAT_TASKS (one process a package).
 #            Everything it writes lies under /tmp/persist. Then it waits as collect does.
 #            KEEP=file: finished gradings of an earlier session (a long-gradings.jsonl) seed each
 #            check of (b), so its row goes on from them (a record of other code or package is unused).
@@ -23,7 +25,7 @@
 #
 # NO_WHEELS=1: a dry run here, on this machine's python (pydantic installed).
 #   OUT=... BUDGET_S=540 [LONG=file] [REFS=file] [SHARDS=3] [TASK=kfc/flash-online-softmax-prefill] [CHEAT_TASKS="a b"] \
-#     [SETTINGS=off,warm] [REPEATS=7] [KEEP=file] bash benchmarks/gpu/trust_gpu_session.sh start|collect
+#     [SETTINGS=off,warm] [REPEATS=7] [KEEP=file] [CHEAT_ONLY="reference ..."] [SEARCH_TASK=t] [ROUNDS=4] bash benchmarks/gpu/trust_gpu_session.sh start|collect
 # Keep BUDGET_S under the call's limit_s (status: budget_left_s).
 set -u
 OUT="${OUT:?set OUT}"
@@ -49,7 +51,20 @@ set -u
 export PYTHONPATH=/tmp/site:/tmp/pesflow-code PYTHONUNBUFFERED=1
 cd /tmp/pesflow-code
 SET=(--set evaluator.local.install_steps=skip)
-if [ -n "${TASK:-}" ]; then  # first, alone on the GPU
+k=0
+for name in ${CHEAT_TASKS:-}; do
+  python3 benchmarks/gpu/trust_gpu.py --grader both --tasks-root /tmp/bench/tasks --out $P/cheats-\$k.jsonl \\
+    --cache-dir /tmp/cache-c\$k ${CHEAT_ONLY:+--only $CHEAT_ONLY} "\$name" > $P/cheats-\$k.txt 2>&1 &
+  k=\$((k+1))
+done
+wait
+echo "cheats over \$(date +%s)" >> $P/driver.log
+if [ -n "${SEARCH_TASK:-}" ]; then  # alone on the GPU
+  python3 benchmarks/trust_search_cost.py --task "${SEARCH_TASK:-}" --tasks-root /tmp/bench/tasks --rounds ${ROUNDS:-4} \\
+    --settings off,on "\${SET[@]}" > $P/search-cost.txt 2>&1
+  echo "search cost over \$(date +%s)" >> $P/driver.log
+fi
+if [ -n "${TASK:-}" ]; then  # alone on the GPU
   python3 benchmarks/trust_overhead.py --task "${TASK:-}" --tasks-root /tmp/bench/tasks --install-steps skip \\
     --repeats ${REPEATS:-7} --settings ${SETTINGS:-off,warm} --cache-dir /tmp/cache-o > $P/overhead.txt 2>&1
   echo "overhead over \$(date +%s)" >> $P/driver.log
@@ -65,12 +80,6 @@ if [ -f $P/long.txt ]; then
     i=\$((i+1))
   done < $P/long.txt
 fi
-k=0
-for name in ${CHEAT_TASKS:-}; do
-  python3 benchmarks/gpu/trust_gpu.py --grader both --tasks-root /tmp/bench/tasks --out $P/cheats-\$k.jsonl \\
-    --cache-dir /tmp/cache-c\$k "\$name" > $P/cheats-\$k.txt 2>&1 &
-  k=\$((k+1))
-done
 if [ -f $P/refs.txt ]; then
   mapfile -t names < $P/refs.txt
   n=${SHARDS:-3}
@@ -96,7 +105,7 @@ fi
 
 # collect (and the rest of start's call): until the deadline or the driver's end, then what is there
 until grep -qs "driver done" "$P/driver.log" || [ "$(date +%s)" -ge "$DEADLINE" ]; do sleep 5; done
-for f in references.jsonl overhead.txt driver.log; do [ -f "$P/$f" ] && cp "$P/$f" "$OUT/"; done
+for f in references.jsonl overhead.txt search-cost.txt driver.log; do [ -f "$P/$f" ] && cp "$P/$f" "$OUT/"; done
 cat "$P"/cheats-*.jsonl > "$OUT/cheats.jsonl" 2>/dev/null
 cat "$P"/check-*/results.jsonl > "$OUT/long-results.jsonl" 2>/dev/null
 cat "$P"/check-*/gradings.jsonl > "$OUT/long-gradings.jsonl" 2>/dev/null
@@ -106,4 +115,5 @@ echo "references: $(wc -l < "$P/references.jsonl" 2>/dev/null || echo 0) of $(wc
 grep -hv '^pesflow: ' "$P"/cheats-*.txt 2>/dev/null | tail -n 40
 tail -n 3 "$P"/check-*.txt 2>/dev/null | grep -v '^pesflow: '
 grep -v '^pesflow: ' "$P/overhead.txt" 2>/dev/null | tail -n 12
+grep -v '^pesflow: ' "$P/search-cost.txt" 2>/dev/null | tail -n 8
 cat "$P/driver.log"
