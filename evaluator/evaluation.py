@@ -30,7 +30,7 @@ from evaluator import profile as profiles
 from evaluator.hardware import gpu_available
 from evaluator.task import OFFICIAL_URL, Task, TaskError, load_task, task_roots
 from evaluator.trust import watch, written
-from evaluator.trust.screen import Prober, TrustScreen
+from evaluator.trust.screen import Graded, Prober, TrustScreen
 from evaluator.verdict import PackageRef, Status, Verdict, from_reward_json, read_reward_file, withhold_untrusted
 
 Mode = Literal["candidate", "noop", "oracle", "negative"]
@@ -300,17 +300,16 @@ class Evaluator:
 
         # a watched grading's plausibility and probes go by the scored figure: the one that counts
         task, figure = g.task, judged_figure(g.official or v)
-        v.trust = self.trust.judge(
+        v.trust = self.trust.judge(Graded(
             mode=g.mode, task_key=f"{task.content_hash[:20]}-{g.grader}-{g.device or 'default'}",
             run=run if backend_prober is not None else None, files=g.screened,
             baseline=g.baseline, references=self._references(task, g.prepared, {**g.baseline, **g.screened}, g.baseline),
             correct=v.correct and v.status == Status.ok, speedup=figure,
-            anchor=task.anchor.value if v.speedup is not None else None,
-            prober=prober if backend_prober is not None else None, log_dir=g.log_dir,
+            anchor=task.anchor.value if v.speedup is not None else None, log_dir=g.log_dir,
             baseline_scale=v.speedup is not None, warm_key=task.content_hash[:20], graders=self._grader_text(task),
             timed=watch.figure_kind(task.toml.primary_metric.metric_kind, task.toml.verifier.timing_metric)[0] == "timed",
             profile=profiles.budget(self.config.profile_sec, self.config.profile_share, run.grader_seconds)
-            if g.profile and v.correct else None)
+            if g.profile and v.correct else None), prober if backend_prober is not None else None)
         probes = v.trust.checks.get("probes")
         if isinstance(probes, dict) and probes.get("ran"):  # where they ran: the grading's own sandbox, or a new one
             probes["sandbox"] = "the grading's" if getattr(backend_prober, "same_sandbox", False) else "fresh"

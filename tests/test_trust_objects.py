@@ -18,7 +18,7 @@ import pytest
 from evaluator.trust import runtime
 from evaluator.trust.findings import family as family_of
 from evaluator.trust.instrument import INSIDE
-from evaluator.trust.screen import _scope_key
+from evaluator.trust.probe_run import scope_key
 from tests.test_trust_guard import guarded
 
 HARNESS = """
@@ -231,12 +231,12 @@ def test_a_scope_file_installed_elsewhere_finds_its_references():
     """The harness imports the package's installed copy (site-packages): same trailing path, same scope file."""
     refs = {"/app/repo/vllm/v1/core/sched/queue.py": ["a"], "/app/repo/vllm/v1/other/queue.py": ["b"]}
     installed = "/opt/venv/lib/python3.11/site-packages/vllm/v1/core/sched/queue.py"
-    assert _scope_key(installed, refs) == "/app/repo/vllm/v1/core/sched/queue.py"
-    assert _scope_key("/app/repo/vllm/v1/other/queue.py", refs) == "/app/repo/vllm/v1/other/queue.py"
+    assert scope_key(installed, refs) == "/app/repo/vllm/v1/core/sched/queue.py"
+    assert scope_key("/app/repo/vllm/v1/other/queue.py", refs) == "/app/repo/vllm/v1/other/queue.py"
     # only the file's name in common, or two equally good: no reference rather than a wrong one
-    assert _scope_key("/elsewhere/queue.py", refs) == "/elsewhere/queue.py"
+    assert scope_key("/elsewhere/queue.py", refs) == "/elsewhere/queue.py"
     two = {"/a/x/q.py": ["a"], "/b/x/q.py": ["b"]}
-    assert _scope_key("/c/x/q.py", two) == "/c/x/q.py"
+    assert scope_key("/c/x/q.py", two) == "/c/x/q.py"
 
 
 def test_a_cheap_method_is_recorded_only_while_recording_costs_little(tmp_path):

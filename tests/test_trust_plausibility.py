@@ -8,13 +8,13 @@ import pytest
 
 from evaluator.config import TrustConfig
 from evaluator.trust.findings import AT_REWARD_CAP, REVIEW
-from evaluator.trust.screen import TrustScreen
+from evaluator.trust.screen import Graded, TrustScreen
 
 
 def judge(tmp_path, speedup, anchor=2.8, mode="candidate"):
     screen = TrustScreen(TrustConfig(), tmp_path)
-    return screen.judge(mode=mode, task_key="k", run=None, files={}, baseline={}, references={}, correct=True,
-                        speedup=speedup, anchor=anchor, prober=None, log_dir=tmp_path)
+    return screen.judge(Graded(mode=mode, task_key="k", files={}, baseline={}, log_dir=tmp_path, correct=True,
+                               speedup=speedup, anchor=anchor))
 
 
 @pytest.mark.parametrize("speedup,review", [(7.9, AT_REWARD_CAP), (7.8, None), (8.3, AT_REWARD_CAP), (8.5, REVIEW)])

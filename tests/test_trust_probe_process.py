@@ -91,11 +91,11 @@ def test_the_warm_probe_imported_the_baselines_packages_and_probes_as_a_cold_one
         ev = Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache_dir)), trust=TrustConfig(warm_probe=when != "cold")),
                        log_root=tmp_path / when)
         task = ev.task(lazy.task)
-        recorded = ev.trust._imports_file(task.content_hash[:20])
+        recorded = ev.trust.seen.imports_file(task.content_hash[:20])
         recorded.unlink(missing_ok=True)
         try:
             if when == "grader":
-                ev.trust.keep_import_cost(task.content_hash[:20], {"loads": [["numpy", 1.0]]})
+                ev.trust.seen.keep_import_cost(task.content_hash[:20], {"loads": [["numpy", 1.0]]})
             v = ev.evaluate(task, candidate=source(task, lazy), grader="hidden")
         finally:
             recorded.unlink(missing_ok=True)
@@ -122,11 +122,11 @@ def test_the_warm_probe_starts_beside_the_grader_where_a_probe_was_seen_to_impor
         return cfg.get("warm"), cfg.get("warm_modules")
     mods = ["numpy", "torch.nn.functional"]  # installed names only: no relative or standard module
     assert asked("never-probed") == ("after", mods)  # once the grader is over: nothing it measures is shared
-    screen.keep_import_cost("numpy-only", {"loads": [["numpy", 0.1], ["kernel.py", 2.0]], "warm": {"said": ["cold the harness ran x"]}})
+    screen.seen.keep_import_cost("numpy-only", {"loads": [["numpy", 0.1], ["kernel.py", 2.0]], "warm": {"said": ["cold the harness ran x"]}})
     assert asked("numpy-only") == ("after", mods)
-    screen.keep_import_cost("torch", {"loads": [["torch", 3.8], ["kernel.py", 0.1]]})
+    screen.seen.keep_import_cost("torch", {"loads": [["torch", 3.8], ["kernel.py", 0.1]]})
     assert asked("torch") == ("grader", mods)
-    screen.keep_import_cost("torch", {"loads": [], "warm": {"preloaded": [["torch", 3.5]]}})
+    screen.seen.keep_import_cost("torch", {"loads": [], "warm": {"preloaded": [["torch", 3.5]]}})
     assert asked("torch") == ("grader", mods), "a package the warm probe pays for keeps it"
     assert asked("torch", TrustScreen(TC(warm_probe=False), tmp_path)) == (None, None)
 
@@ -135,6 +135,6 @@ def test_import_costs_kept_by_gradings_in_parallel_threads_never_collide(tmp_pat
     # workers grade in threads of one process: each write of the same package's record is whole
     screen = TrustScreen(TrustConfig(), tmp_path)
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(lambda i: [screen.keep_import_cost("pkg", {"loads": [["torch", 1.0 + i]]}) for _ in range(50)], range(8)))
-    assert 1.0 <= json.loads(screen._imports_file("pkg").read_text())["seconds"] <= 8.0
-    assert [p.name for p in screen._imports_file("pkg").parent.iterdir()] == [screen._imports_file("pkg").name]
+        list(pool.map(lambda i: [screen.seen.keep_import_cost("pkg", {"loads": [["torch", 1.0 + i]]}) for _ in range(50)], range(8)))
+    assert 1.0 <= json.loads(screen.seen.imports_file("pkg").read_text())["seconds"] <= 8.0
+    assert [p.name for p in screen.seen.imports_file("pkg").parent.iterdir()] == [screen.seen.imports_file("pkg").name]
