@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 
 from agent.config import load_config  # noqa: E402
 from agent.search.session import start_run  # noqa: E402
-from tests.llm_server import Reply, Request, ScriptedLLMServer  # noqa: E402
+from tests.llm_server import Reply, Request, ScriptedLLMServer, variant_line  # noqa: E402
 from tests.test_feedback_search import V_CLOSED, closed_at_once, loop_package  # noqa: E402
 
 PROTOCOLS = ("benchmark", "engineer")
@@ -104,7 +104,7 @@ def per_round(run_dir: Path) -> dict[str, float]:
 def ours_only(prompt: str) -> str:
     """A prompt kept as an example: its structure and what pesflow said, the package's own
     instruction and code (another project's text) replaced by their sizes."""
-    prompt = re.sub(r"(# The task\n)(.*?)(\n# The machine the grader runs on|\n# The parent program|\n# The plan for this round)",
+    prompt = re.sub(r"(# The task\n)(.*?)(\n# The machine the grader runs on|\n# What may change|\n# The parent program|\n# The plan for this round)",
                     lambda m: f"{m.group(1)}(the package's instruction.md, {m.group(2).count(chr(10)) + 1} lines, not kept here)\n"
                               f"{m.group(3)}", prompt, count=1, flags=re.S)
     return re.sub(r"(```[^\n]*\n)(.*?)\n```",
@@ -128,7 +128,7 @@ def examples(tasks_root: Path, tasks: list[str], rounds: int, dest: Path, cache:
             return Reply(text="")
         path, code = m.group(1), m.group(2)
         tail = "\nraise RuntimeError('the module needs a %d-byte arena' % (1 << 12))\n" if "You are executor 1 of" in user \
-            and "Your code was graded" not in user and "example variant" not in code else f"\n# example variant {len(user) % 997}\n"
+            and "Your code was graded" not in user and "_pesflow_variant" not in code else f"\n{variant_line(path, len(user) % 997)}\n"
         return Reply(text=f"{path}\n```\n{code}{tail}```\n")
 
     for task in tasks:

@@ -1,7 +1,7 @@
 """What the trust screen costs a search: the same scripted search on a package, with the screen
 off, on, and on without the figure reproduced (trust.reproduce_ratio=0), side by side in one run.
 
-The scripted model proposes the package's own reference each time, with a new comment (so each
+The scripted model proposes the package's own reference each time, with one new line (so each
 child is new code and graded): correct and faster than the baseline, the gradings the screen's
 probes and invariants are for. Prints, per setting, the search's grading seconds (journal
 `grading_seconds`, the search's own gradings), the wall time of the run, and whether any
@@ -29,14 +29,14 @@ from benchmarks.feedback_protocols import events, search  # noqa: E402
 from evaluator.config import EvaluatorConfig, LocalConfig  # noqa: E402
 from evaluator.evaluation import Evaluator  # noqa: E402
 from tests.adversarial.reward_hacking.corpus import reference_files  # noqa: E402
-from tests.llm_server import Reply, Request  # noqa: E402
+from tests.llm_server import Reply, Request, variant_line  # noqa: E402
 
 SETTINGS = {"off": {"evaluator.trust.enabled": "false"}, "on": {},
             "unpaced": {"evaluator.trust.reproduce_ratio": "0"}}
 
 
 def proposer(files: dict[str, str]):
-    """A model whose executors answer with the reference's scope file and a new comment."""
+    """A model whose executors answer with the reference's scope file and one new line (variant_line)."""
     n = [0]
 
     def reply(req: Request) -> Reply:
@@ -47,7 +47,7 @@ def proposer(files: dict[str, str]):
         if "You are the planner" in user:
             return Reply(text="Use the vectorized form.")
         n[0] += 1
-        return Reply(text="".join(f"{path}\n```\n{code.rstrip()}\n# variant {n[0]}\n```\n" for path, code in files.items()))
+        return Reply(text="".join(f"{path}\n```\n{code.rstrip()}\n{variant_line(path, n[0])}\n```\n" for path, code in files.items()))
     return reply
 
 

@@ -24,6 +24,9 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Literal
 
+from agent.population.code_key import C_SUFFIXES
+from tests.llm_cache import PromptCache, TooManyMarks
+
 
 @dataclass
 class Request:
@@ -46,6 +49,10 @@ class Reply:
     raw_body: bytes | None = None  # send exactly these bytes (with `status`)
     input_tokens: int | None = None  # default: characters / 4
     output_tokens: int | None = None
+    # what the provider's prompt cache read and wrote (default: as tests/llm_cache.py imitates it;
+    # OpenAI reports reads only)
+    cache_read: int | None = None
+    cache_write: int | None = None
     finish_reason: str | None = None  # default: "stop" (OpenAI) / "end_turn" (Anthropic)
 
 
@@ -183,7 +190,10 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(reply.status, reply.raw_body, reply.headers)
         if reply.status != 200:
             return self._send_json(reply.status, _error_body(req.api, reply.status, reply.text), reply.headers)
-        self._send_json(200, self._success(req, reply), reply.headers)
+        try:
+            self._send_json(200, self._success(req, reply), reply.headers)
+        except TooManyMarks as e:  # the API refuses the request as a whole
+            self._send_json(400, _error_body(req.api, 400, str(e)))
 
     def _success(self, req: Request, reply: Reply) -> dict[str, Any]:
         owner = self.server.owner
@@ -191,6 +201,7 @@ class _Handler(BaseHTTPRequestHandler):
         n_out = reply.output_tokens if reply.output_tokens is not None else _rough_tokens(reply.text)
         n = owner._next_id()
         if req.api == "openai":
+            read = reply.cache_read if reply.cache_read is not None else owner.prompt_cache.openai(req.model, req.messages)
             return {
                 "id": f"chatcmpl-scripted-{n}",
                 "object": "chat.completion",
@@ -204,8 +215,11 @@ class _Handler(BaseHTTPRequestHandler):
                         "logprobs": None,
                     }
                 ],
-                "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
+                "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out,
+                          "prompt_tokens_details": {"cached_tokens": min(read, n_in)}},
             }
+        read, write = owner.prompt_cache.anthropic(req.body)
+        read, write = (reply.cache_read if reply.cache_read is not None else read), (reply.cache_write if reply.cache_write is not None else write)
         return {
             "id": f"msg_scripted_{n}",
             "type": "message",
@@ -215,7 +229,9 @@ class _Handler(BaseHTTPRequestHandler):
             "content": [{"type": "text", "text": reply.text}] if reply.text else [],
             "stop_reason": reply.finish_reason or "end_turn",
             "stop_sequence": None,
-            "usage": {"input_tokens": n_in, "output_tokens": n_out},
+            # input_tokens: those after the last block the cache read or wrote
+            "usage": {"input_tokens": max(n_in - read - write, 0), "output_tokens": n_out,
+                      "cache_read_input_tokens": read, "cache_creation_input_tokens": write},
         }
 
     def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
@@ -249,6 +265,7 @@ class ScriptedLLMServer:
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._handlers: list[threading.Thread] = []
+        self.prompt_cache = PromptCache()  # what each provider's cache would read and write
 
     # -- what tests read
     @property
@@ -373,8 +390,8 @@ def scripted_search(executor: Callable[[int, str], str], plan: str = "Make it fa
 
 def distinct_children(req: Request) -> Reply:
     """A model for measuring throughput: every executor answers with its parent's first file plus
-    one comment line naming the call, so that every candidate is new code and is graded; plans
-    and lessons are fixed."""
+    one line naming the call (variant_line), so that every candidate is a new program and is
+    graded; plans and lessons are fixed."""
     user = req.messages[-1]["content"]
     if "You are the summarizer" in user:
         ids = re.findall(r"^## (r\d\d-c\d+):", user, re.M)
@@ -385,17 +402,25 @@ def distinct_children(req: Request) -> Reply:
     if not m:
         return Reply(text="")
     path, lang, code = m.groups()
-    return Reply(text=f"```{lang} {path}\n# pesflow throughput probe {next(_distinct)}\n{code}\n```\n")
+    return Reply(text=f"```{lang} {path}\n{code}\n{variant_line(path, next(_distinct))}\n```\n")
 
 
 def commenting_children(req: Request) -> Reply:
     """Like distinct_children, but a function of the prompt alone (so a resumed run is answered
-    as the uninterrupted one was): executor i appends the comment `# child i`, so the children of
-    one parent are distinct code, each graded, and a child of a child differs from both."""
+    as the uninterrupted one was): executor i appends variant_line(path, i), so the children of
+    one parent are distinct programs, each graded, and a child of a child differs from both."""
     user = req.messages[-1]["content"]
     child = re.search(r"You are executor (\d+) of", user)
     if child is None:
         return distinct_children(req)
     m = re.search(r"^### (\S+)\n```(\w*)\n(.*?)\n```", user, re.M | re.S)
     path, lang, code = m.groups()  # type: ignore[union-attr]
-    return Reply(text=f"```{lang} {path}\n{code}\n# child {child.group(1)}\n```\n")
+    return Reply(text=f"```{lang} {path}\n{code}\n{variant_line(path, int(child.group(1)))}\n```\n")
+
+
+def variant_line(path: str, n: int) -> str:
+    """A line that makes a file another program (a comment would not: a near-duplicate is not
+    graded, agent/population/code_key.py): an assignment in Python, a macro in C-like code."""
+    if path.endswith(".py"):
+        return f"_pesflow_variant = {n}"
+    return f"#define PESFLOW_VARIANT_{n} {n}" if path.endswith(C_SUFFIXES) else f"# variant {n}"

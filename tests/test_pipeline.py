@@ -13,7 +13,7 @@ from agent.config import LoopConfig
 from agent.population.database import Solution
 from agent.search import roles
 from agent.search.pipeline import GraderPool, Pipeline, in_parallel
-from agent.search.state import files_hash
+from agent.population.code_key import code_key
 from agent.search.utilization import Busy, Depth, utilization
 from evaluator.verdict import Verdict
 
@@ -51,7 +51,7 @@ def test_pool_grades_the_oldest_round_first_and_the_same_code_once():
 
     def grade(files: dict[str, str], k: int) -> Verdict:
         gate.wait(5)
-        order.append(files["f"])
+        order.append(files.get("f", "f.py"))
         return Verdict(task="t", status="ok", mode="candidate", backend="local", grader="dev")
 
     pool = GraderPool(grade, 1, Busy(), Depth())
@@ -60,12 +60,14 @@ def test_pool_grades_the_oldest_round_first_and_the_same_code_once():
     late = pool.submit({"f": "r2c1"}, (2, 1))
     early = pool.submit({"f": "r2c0"}, (2, 0))
     again = pool.submit({"f": "r2c0"}, (5, 0))  # the same code in a later round: one grading, one future
-    pool.known([files_hash({"f": "old"})])
+    pool.known([code_key({"f": "old"})])
     assert pool.submit({"f": "old"}, (1, 0)).result(1) is None  # already in the population: never graded
     gate.set()
     assert again is early and early.result(5).status.value == "ok" and late.result(5) and first.result(5)
     moved = pool.submit({"f": "r9"}, (9, 0))
     assert order == ["r3", "r2c0", "r2c1"] and moved.result(5)
+    # the same program spelled again (a comment, spacing): the first spelling's grading
+    assert pool.submit({"f.py": "x = 1\n"}, (9, 1)) is pool.submit({"f.py": "x  =  1  # again\n"}, (9, 2))
     pool.close()
     assert pool.submit({"f": "new"}, (9, 0)).cancelled()  # after close nothing is graded
 

@@ -19,7 +19,7 @@ from typing import Any
 from agent.rundir.journal import Journal
 from agent.rundir.schema import Event
 from agent.llm import LLMClient, LLMError, LLMRequest, Message
-from agent.llm.leak_guard import LeakGuard
+from agent.llm.leak_guard import LeakGuard, Screened
 from agent.llm.types import FATAL_KINDS
 from agent.search.utilization import Busy
 
@@ -107,14 +107,22 @@ class Gateway:
         return self.clients.get(role) or self.clients["default"]
 
     def call(self, role: str, system: str, user: str, tag: str) -> Outcome:
+        """`user`'s parts (agent/search/prompts.py Prompt), where it has them: each part but the
+        last ends a prefix that stays the same from call to call, so its end is a prompt-cache
+        breakpoint. Parts are screened apart: each ends a line, so the screen, which reads
+        lines, sees the same lines."""
         if self.closing:
             return Outcome(None, "the search is stopping; call not made", "stopped")
         client = self.client_for("executor" if role == "repair" else role)
+        parts = list(getattr(user, "parts", None) or [user])
         with self._lock:
-            system_s, user_s = self.guard.screen(system), self.guard.screen(user)
+            system_s, screened = self.guard.screen(system), [self.guard.screen(p) for p in parts]
+        text = "".join(s.text for s in screened)
+        ends = [sum(len(s.text) for s in screened[: i + 1]) for i in range(len(screened) - 1)]
         request = LLMRequest(role=role, messages=[Message(role="system", content=system_s.text),
-                                                  Message(role="user", content=user_s.text)],
+                                                  Message(role="user", content=text, breaks=sorted({b for b in ends if 0 < b < len(text)}))],
                              max_tokens=self.max_tokens, temperature=self.temperature, top_p=self.top_p, tag=tag)
+        user_s = Screened(text, [w for s in screened for w in s.withheld])
         rhash = request.request_hash(client.provider, client.model)
         base = {"role": role, "tag": tag, "provider": client.provider, "model": client.model, "request_hash": rhash}
         if system_s.withheld or user_s.withheld:
@@ -129,7 +137,7 @@ class Gateway:
         tag, rhash = base["tag"], base["request_hash"]
         recorded = self.recorded.take(tag, rhash) if self.recorded else None
         if recorded is not None:
-            self.journal.append(Event.llm_call, **base, messages=[m.model_dump() for m in request.messages],
+            self.journal.append(Event.llm_call, **base, messages=[m.model_dump(exclude_defaults=True) for m in request.messages],
                                 text=recorded["text"], usage=recorded.get("usage"), cost_usd=0.0,
                                 latency_s=0.0, attempts=0, replayed=True)
             return Outcome(recorded["text"], replayed=True)
@@ -145,7 +153,7 @@ class Gateway:
             with self.busy.running():
                 result = client.complete(request)
         except LLMError as e:
-            self.journal.append(Event.llm_call, **base, messages=[m.model_dump() for m in request.messages],
+            self.journal.append(Event.llm_call, **base, messages=[m.model_dump(exclude_defaults=True) for m in request.messages],
                                 text=None, error=str(e), error_kind=e.kind, attempts=e.attempts)
             if e.kind == "budget":
                 raise BudgetExhausted(str(e)) from None
@@ -158,7 +166,7 @@ class Gateway:
                                        "(OPENAI_BASE_URL or --set llm.base_url) and the network") from None
             return Outcome(None, str(e), e.kind)
         self.answered = True
-        self.journal.append(Event.llm_call, **base, messages=[m.model_dump() for m in request.messages],
+        self.journal.append(Event.llm_call, **base, messages=[m.model_dump(exclude_defaults=True) for m in request.messages],
                             text=result.text, usage=result.usage.model_dump(), cost_usd=result.cost_usd,
                             priced=result.priced, latency_s=round(result.latency_s, 4), attempts=result.attempts,
                             finish_reason=result.finish_reason)

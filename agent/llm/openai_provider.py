@@ -55,11 +55,15 @@ class OpenAIProvider(SDKProvider):
         message = getattr(first, "message", None)
         text = getattr(message, "content", None) or ""
         usage = getattr(resp, "usage", None)
+        # OpenAI caches a stable prompt prefix by itself and reports what it read
+        # (vLLM and SGLang too, where their prefix cache reports it); prompt_tokens includes it
+        details = getattr(usage, "prompt_tokens_details", None)
         return Answer(
             text=text if isinstance(text, str) else str(text),
             usage=Usage(
                 input_tokens=getattr(usage, "prompt_tokens", None) or 0,
                 output_tokens=getattr(usage, "completion_tokens", None) or 0,
+                cache_read_tokens=getattr(details, "cached_tokens", None) or 0,
             ),
             finish_reason=getattr(first, "finish_reason", None),
         )

@@ -1,4 +1,5 @@
-"""USD per call from a price table (configs/prices.yaml): model name -> $/Mtok in and out."""
+"""USD per call from a price table (configs/prices.yaml): model name -> $/Mtok in and out, and
+for input read from or written to the provider's prompt cache."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ class Price(BaseModel):
 
     input_per_mtok: float = Field(ge=0)
     output_per_mtok: float = Field(ge=0)
+    # Input read from the provider's prompt cache, and written to it; unset: the input rate.
+    cached_input_per_mtok: float | None = Field(None, ge=0)
+    cache_write_per_mtok: float | None = Field(None, ge=0)
 
 
 class PriceTable(BaseModel):
@@ -43,7 +47,8 @@ class PriceTable(BaseModel):
                 entries[str(name).lower()] = Price.model_validate(value)
             except ValidationError:
                 raise ValueError(
-                    f"price table {p}: entry {name!r} must be {{input_per_mtok: USD, output_per_mtok: USD}} (numbers >= 0)"
+                    f"price table {p}: entry {name!r} must be {{input_per_mtok: USD, output_per_mtok: USD}} (numbers >= 0), "
+                    f"and may add cached_input_per_mtok and cache_write_per_mtok"
                 ) from None
         return cls(entries=entries)
 
@@ -59,5 +64,14 @@ class PriceTable(BaseModel):
         price = self.lookup(model)
         if price is None:
             return 0.0, False
-        usd = (usage.input_tokens * price.input_per_mtok + usage.output_tokens * price.output_per_mtok) / 1e6
-        return usd, True
+        return usd_of(price, usage), True
+
+
+def usd_of(price: Price, usage: Usage) -> float:
+    """Cache reads and writes at their rates, the rest of the input at the input rate."""
+    read, write = usage.cache_read_tokens, usage.cache_write_tokens
+    plain = max(usage.input_tokens - read - write, 0)
+    rate_read = price.input_per_mtok if price.cached_input_per_mtok is None else price.cached_input_per_mtok
+    rate_write = price.input_per_mtok if price.cache_write_per_mtok is None else price.cache_write_per_mtok
+    return (plain * price.input_per_mtok + read * rate_read + write * rate_write
+            + usage.output_tokens * price.output_per_mtok) / 1e6

@@ -7,7 +7,7 @@ import json
 import threading
 from typing import Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 def one_line(text: str, limit: int = 400) -> str:
     flat = " ".join(str(text).split())
@@ -27,6 +27,18 @@ class Message(BaseModel):
 
     role: Literal["system", "user", "assistant"]
     content: str
+    # Offsets into content after which the text so far stays the same from call to call (the
+    # task, the parent's code, a round's plan): where a provider that is told where its prompt
+    # cache may end (Anthropic) puts a breakpoint. They decide no answer: not in the request's hash.
+    breaks: list[int] = Field(default_factory=list)
+
+    @field_validator("breaks")
+    @classmethod
+    def _breaks_ok(cls, v: list[int], info: ValidationInfo) -> list[int]:
+        n = len(info.data.get("content") or "")
+        if any(b <= 0 or b >= n for b in v) or v != sorted(set(v)):
+            raise ValueError(f"breaks must be increasing offsets inside the content (1..{n - 1}), got {v}")
+        return v
 
 
 class LLMRequest(BaseModel):
@@ -44,7 +56,7 @@ class LLMRequest(BaseModel):
         payload = {
             "provider": provider,
             "model": model,
-            "messages": [m.model_dump() for m in self.messages],
+            "messages": [{"role": m.role, "content": m.content} for m in self.messages],
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,
             "top_p": self.top_p,
@@ -54,8 +66,13 @@ class LLMRequest(BaseModel):
 
 
 class Usage(BaseModel):
+    """One call's tokens. `input_tokens` counts every input token, read from a provider's prompt
+    cache or not; `cache_read_tokens` and `cache_write_tokens` are the parts of it that the
+    provider reported as read from its cache and as written to it (priced at their own rates)."""
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 class LLMResult(BaseModel):

@@ -51,6 +51,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from agent.population.code_key import code_key
 from agent.population.sampling import FEATURES, code_lines, diff_lines, feature_bin, select_parent
 from evaluator.trust.findings import Trust, is_result
 from evaluator.verdict import is_correct
@@ -190,6 +191,7 @@ class Population:
         self._sols: dict[str, Solution] = {}  # insertion order is the order of addition
         self._index: dict[str, int] = {}
         self._first_by_hash: dict[str, str] = {}
+        self._first_by_code: dict[str, str] = {}  # code_key -> the first graded spelling of that program
         self._baseline_id: str | None = None
         self._members: list[list[str]] = [[] for _ in range(config.islands)]
         self._cells: list[dict[str, str]] = [{} for _ in range(config.islands)]
@@ -219,6 +221,15 @@ class Population:
     def by_hash(self, content_hash: str) -> Solution | None:
         sid = self._first_by_hash.get(content_hash)
         return self._sols[sid] if sid is not None else None
+
+    def by_code(self, key: str) -> Solution | None:
+        """The first solution that is the same program (agent/search/code_key.py), however spelled."""
+        sid = self._first_by_code.get(key)
+        return self._sols[sid] if sid is not None else None
+
+    def _index_code(self, sol: Solution) -> None:
+        if sol.duplicate_of is None and not sol.content_hash.startswith("none-"):  # none-: no code of its own
+            self._first_by_code.setdefault(code_key(sol.files), sol.id)
 
     def members(self, island: int) -> list[Solution]:
         self._check_island(island)
@@ -267,6 +278,7 @@ class Population:
         self._sols[sol.id] = sol
         if sol.duplicate_of is None:
             self._first_by_hash.setdefault(sol.content_hash, sol.id)
+        self._index_code(sol)
         if sol.round == 0 and self._baseline_id is None:
             self._baseline_id = sol.id
         if sol.fitness is None or sol.duplicate_of is not None:
@@ -375,6 +387,7 @@ class Population:
             pop._sols[sol.id] = sol
             if sol.duplicate_of is None:
                 pop._first_by_hash.setdefault(sol.content_hash, sol.id)
+            pop._index_code(sol)
             if sol.round == 0 and pop._baseline_id is None:
                 pop._baseline_id = sol.id
         if len(d["members"]) != pop.config.islands or len(d["cells"]) != pop.config.islands:

@@ -59,7 +59,7 @@ NEVER_SENT = ("leak", "not_recorded", "budget")  # llm_call error kinds of calls
 def journal_totals(events: list[dict[str, Any]]) -> dict[str, Any]:
     """LLM use and gradings of a run, each paid call and each grading counted once."""
     t: dict[str, Any] = {"llm_calls": 0, "failed_llm_calls": 0, "replayed_llm_calls": 0, "input_tokens": 0,
-                         "output_tokens": 0, "usd": 0.0, "llm_seconds": 0.0, "calls_by_role": {},
+                         "output_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0, "usd": 0.0, "llm_seconds": 0.0, "calls_by_role": {},
                          "evaluations": 0, "reused_verdicts": 0, "duplicates_not_regraded": 0,
                          "scorings": {"dev": 0, "hidden": 0}, "grading_seconds": 0.0}
     for e in events:
@@ -77,6 +77,8 @@ def journal_totals(events: list[dict[str, Any]]) -> dict[str, Any]:
             usage = d.get("usage") or {}
             t["input_tokens"] += usage.get("input_tokens", 0)
             t["output_tokens"] += usage.get("output_tokens", 0)
+            t["cache_read_tokens"] += usage.get("cache_read_tokens", 0)  # parts of input_tokens
+            t["cache_write_tokens"] += usage.get("cache_write_tokens", 0)
             t["usd"] += d.get("cost_usd") or 0.0
             t["llm_seconds"] += d.get("latency_s") or 0.0
         elif e["kind"] == Event.verdict:

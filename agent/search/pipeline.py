@@ -20,7 +20,7 @@ import time
 from concurrent.futures import Future
 from typing import Any, Callable, TypeVar
 
-from agent.search.state import files_hash
+from agent.population.code_key import code_key
 from agent.search.utilization import Busy, Depth
 from evaluator.verdict import Verdict
 
@@ -62,7 +62,8 @@ class GraderPool:
             t.start()
 
     def known(self, hashes: list[str]) -> None:
-        """Code already in the population: never graded again (the search marks it a duplicate)."""
+        """Programs already in the population (their code_key): never graded again, however
+        spelled (the search marks them duplicates)."""
         with self._cond:
             for h in hashes:
                 if h not in self._futures:
@@ -71,7 +72,7 @@ class GraderPool:
                     self._futures[h] = f
 
     def submit(self, files: dict[str, str], order: tuple[int, int]) -> Future:
-        h = files_hash(files)
+        h = code_key(files)  # one grading per program, the first spelling submitted
         with self._cond:
             if h in self._futures:
                 queued = self._work.get(h)

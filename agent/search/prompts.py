@@ -26,6 +26,23 @@ VARIANTS = [
 ]
 
 
+class Prompt(str):
+    """A prompt's text, with the parts it was built of: each part but the last ends a prefix that
+    stays the same from call to call (agent/search/roles.py shared_parts), where the gateway puts a
+    prompt-cache breakpoint. It is its text everywhere a string is read."""
+
+    parts: tuple[str, ...]
+
+    def __new__(cls, parts: list[str] | tuple[str, ...]) -> "Prompt":
+        obj = super().__new__(cls, "".join(parts))
+        obj.parts = tuple(parts)
+        return obj
+
+    def then(self, more: str) -> "Prompt":
+        """This prompt, then `more` (a fix turn, a repair): its own breakpoints kept, one more at its end."""
+        return Prompt([*self.parts, more])
+
+
 def render(name: str, **values: object) -> str:
     return Template((PROMPTS / f"{name}.md").read_text()).substitute({k: str(v) for k, v in values.items()})
 

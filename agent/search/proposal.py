@@ -18,7 +18,7 @@ from agent.population.database import Solution
 from agent.search import roles
 from agent.search.fixes import child_id, needs_fix, solution_from
 from agent.search.pipeline import in_parallel
-from agent.search.prompts import verdict_text
+from agent.search.prompts import Prompt, verdict_text
 from agent.search.state import Selection, files_hash
 
 CAP_REACHED = "the USD cap (llm.max_usd) was reached before this child's code was asked for"
@@ -78,7 +78,7 @@ def propose(gw: Gateway, ctx: roles.Context, work: Work, submit: Submit, *, use_
             if said is None:
                 break
             try:
-                fixed = roles.fix(gw, ctx, child.transcript[0][0], last, said[1], said[0], tag=f"r{k}/c{i}/fix{t}")
+                fixed = roles.fix(gw, ctx, child.prompt or Prompt([child.transcript[0][0]]), last, said[1], said[0], tag=f"r{k}/c{i}/fix{t}")
             except BudgetExhausted as e:
                 p.stop = e.stop
                 break

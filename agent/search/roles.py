@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from agent.llm.gateway import Gateway
 from agent.population.database import Solution
 from agent.search.edits import EDIT_FORMAT_HELP, extract_and_apply, format_failures
-from agent.search.prompts import code_block, render, untrusted_note, variant, verdict_text
+from agent.search.prompts import Prompt, code_block, render, untrusted_note, variant, verdict_text
 from evaluator.candidate import Candidate
 
 SYSTEM = "You are part of pesflow, an evolutionary search for faster, exactly correct kernels and systems code."
@@ -82,22 +82,33 @@ def _inspiration(ctx: Context, s: Solution, parent: Solution) -> str:
 
 
 # ---------------------------------------------------------------- planner
+def shared_parts(ctx: Context, parent: Solution) -> list[str]:
+    """What every role's prompt of a round opens with, byte for byte: the task, what may change
+    and how edits are written, then the parent's code. A provider's prompt cache reads it again
+    at a fraction of the price (OpenAI by itself, Anthropic where the gateway marks the parts'
+    ends); what changes from call to call comes after it."""
+    head = render("head", instruction=ctx.instruction, machine=ctx.machine, scope=", ".join(ctx.scope),
+                  edit_format=WHOLE_FILE_HELP if ctx.whole_files_only else EDIT_FORMAT_HELP)
+    return [head.rstrip("\n") + "\n", render("parent", parent_id=parent.id, parent_code=code_block(parent.files))]
+
+
 def planner_prompt(ctx: Context, parent: Solution, inspirations: list[Solution], failures: list[Solution],
-                   memory: list[str], best: Solution | None = None) -> str:
-    """The planner's prompt. What the search has gathered (memory, recent failures, inspirations)
-    shares one budget, `context_share` of the rest of the prompt, so that the prompt of round 16
-    is about the size of round 1's instead of growing with the population."""
-    fixed = dict(instruction=ctx.instruction, machine=ctx.machine, parent_id=parent.id, parent_verdict=verdict_text(parent, ctx.feedback),
-                 parent_lessons=(parent.lessons or "(none)")[: ctx.lesson_chars], parent_code=code_block(parent.files),
-                 profile=profile_section(ctx, parent, best))
+                   memory: list[str], best: Solution | None = None) -> Prompt:
+    """The planner's prompt, in parts (shared_parts first). What the search has gathered (memory,
+    recent failures, inspirations) shares one budget, `context_share` of the rest of the prompt,
+    so that the prompt of round 16 is about the size of round 1's instead of growing with the population."""
+    shared = shared_parts(ctx, parent)
+    fixed = dict(parent_id=parent.id, parent_verdict=verdict_text(parent, ctx.feedback),
+                 parent_lessons=(parent.lessons or "(none)")[: ctx.lesson_chars], profile=profile_section(ctx, parent, best))
     # the profile is paid for from the gathered context's budget, not added to it
-    budget = int(ctx.context_share * len(render("planner", **{**fixed, "profile": ""}, inspirations="", memory="", failures=""))) \
-        - len(fixed["profile"])
+    empty = render("planner", **{**fixed, "profile": ""}, inspirations="", memory="", failures="")
+    budget = int(ctx.context_share * (len(empty) + sum(map(len, shared)))) - len(fixed["profile"])
     mem = fit([f"- {m}" for m in memory], int(0.3 * budget))
     fails = fit([f"- {s.id}: {verdict_text(s, ctx.feedback)}. {(s.lessons or '')[:200]}" for s in failures],
                 max(int(0.2 * budget), MIN_FAILURES))  # a failure's feedback is what fixes the next child
     insp = fit([_inspiration(ctx, s, parent) for s in inspirations], max(budget - len(mem) - len(fails), budget // 2), "\n\n")
-    return render("planner", **fixed, inspirations=insp or "(none yet)", memory=mem or "(nothing yet)", failures=fails or "(none)")
+    return Prompt(shared + [render("planner", **fixed, inspirations=insp or "(none yet)", memory=mem or "(nothing yet)",
+                                   failures=fails or "(none)")])
 
 
 def plan(gw: Gateway, ctx: Context, parent: Solution, inspirations: list[Solution], failures: list[Solution],
@@ -120,19 +131,20 @@ class Child:
     detail: str = ""
     transcript: list[tuple[str, str]] = field(default_factory=list)  # (prompt, response) pairs, repair included
     repaired: bool = False
+    prompt: Prompt | None = None  # the first prompt, in its parts (a fix turn opens with it)
 
 
 def executor_prompt(ctx: Context, parent: Solution, plan_text: str, child_index: int, children: int,
-                    inspirations: list[Solution] = ()) -> str:  # type: ignore[assignment]
-    """The executor's prompt: the plan, the parent's code, and the inspirations as diffs against
+                    inspirations: list[Solution] = ()) -> Prompt:  # type: ignore[assignment]
+    """The executor's prompt, in parts: shared_parts, then the round's plan (the same for every
+    executor of the round), then this executor's variant and the inspirations as diffs against
     the parent within `context_share` of the rest (at least MIN_INSPIRATIONS characters)."""
-    fixed = dict(instruction=ctx.instruction, machine=ctx.machine, plan=plan_text, child_index=child_index + 1, children=children,
-                 variant=variant(child_index), parent_id=parent.id, parent_code=code_block(parent.files),
-                 edit_format=WHOLE_FILE_HELP if ctx.whole_files_only else EDIT_FORMAT_HELP, scope=", ".join(ctx.scope),
-                 profile=profile_section(ctx, parent))
-    budget = max(int(ctx.context_share * len(render("executor", **fixed, inspirations=""))), MIN_INSPIRATIONS)
+    shared = shared_parts(ctx, parent) + [render("executor_plan", plan=plan_text.rstrip("\n"))]
+    fixed = dict(child_index=child_index + 1, children=children, variant=variant(child_index), profile=profile_section(ctx, parent))
+    budget = max(int(ctx.context_share * (len(render("executor", **fixed, inspirations="")) + sum(map(len, shared)))),
+                 MIN_INSPIRATIONS)
     insp = fit([_inspiration(ctx, s, parent) for s in inspirations], budget, "\n\n")
-    return render("executor", **fixed, inspirations=insp or "(none)")
+    return Prompt(shared + [render("executor", **fixed, inspirations=insp or "(none)")])
 
 
 def propose(gw: Gateway, ctx: Context, parent: Solution, plan_text: str, child_index: int, children: int,
@@ -141,51 +153,52 @@ def propose(gw: Gateway, ctx: Context, parent: Solution, plan_text: str, child_i
     return _answered(gw, "executor", prompt, parent.files, tag, repair_attempts)
 
 
-def fix(gw: Gateway, ctx: Context, first_prompt: str, child: Child, said: str, why: str, tag: str) -> Child:
+def fix(gw: Gateway, ctx: Context, first_prompt: Prompt, child: Child, said: str, why: str, tag: str) -> Child:
     """One fix turn (agent/search/fixes.py): the executor's first prompt, its last answer, the code
     that answer made and what the grading said of it (`said`, under the run's protocol); edits
     apply to that code."""
     assert child.files is not None
     turn = render("fix", why=why, verdict=said, child_code=code_block(child.files), edit_format_short=EDIT_FORMAT_SHORT)
-    prompt = first_prompt + "\n\n# Your previous answer\n" + child.transcript[-1][1] + "\n\n" + turn
+    prompt = first_prompt.then("\n\n# Your previous answer\n" + child.transcript[-1][1] + "\n\n" + turn)
     return _answered(gw, "executor", prompt, child.files, tag, repair_attempts=0)
 
 
-def _answered(gw: Gateway, role: str, prompt: str, base: dict[str, str], tag: str, repair_attempts: int) -> Child:
+def _answered(gw: Gateway, role: str, prompt: Prompt, base: dict[str, str], tag: str, repair_attempts: int) -> Child:
     """The child an answer to `prompt` makes of the files `base`; an answer whose edits do not
     apply goes back to the model up to `repair_attempts` times."""
     out = gw.call(role, SYSTEM, prompt, tag)
     transcript = [(out.sent, out.text or f"(no answer: {out.error})")]
     if out.text is None:
-        return Child(None, "llm_error", out.error or "", transcript)
+        return Child(None, "llm_error", out.error or "", transcript, prompt=prompt)
     for attempt in range(repair_attempts + 1):
         result = extract_and_apply(out.text, base)
         if result.ok:
-            return Child({**base, **result.files}, "ok", "", transcript, repaired=attempt > 0)
+            return Child({**base, **result.files}, "ok", "", transcript, repaired=attempt > 0, prompt=prompt)
         problem = format_failures(result.failures) if result.failures else "Your edits changed nothing in the code."
         if attempt == repair_attempts:
-            return Child(None, "no_code", problem[:600], transcript, repaired=attempt > 0)
+            return Child(None, "no_code", problem[:600], transcript, repaired=attempt > 0, prompt=prompt)
         repair = render("repair", failures=problem, parent_code=code_block(base), edit_format_short=EDIT_FORMAT_SHORT)
-        out = gw.call("repair", SYSTEM, prompt + "\n\n# Your previous answer\n" + out.text + "\n\n" + repair, f"{tag}/repair{attempt + 1}")
+        out = gw.call("repair", SYSTEM, prompt.then("\n\n# Your previous answer\n" + out.text + "\n\n" + repair), f"{tag}/repair{attempt + 1}")
         transcript.append((out.sent, out.text or f"(no answer: {out.error})"))
         if out.text is None:
-            return Child(None, "llm_error", out.error or "", transcript, repaired=True)
+            return Child(None, "llm_error", out.error or "", transcript, repaired=True, prompt=prompt)
     raise AssertionError("unreachable")
 
 
 # ---------------------------------------------------------------- summarizer
 def summarizer_prompt(ctx: Context, round_: int, parent: Solution, plan_text: str, children: list[Solution],
-                      diffs: dict[str, str]) -> str:
+                      diffs: dict[str, str]) -> Prompt:
+    """The summarizer's prompt, in parts: shared_parts (the diffs are against that parent), then the round."""
     parts = []
     for c in children:
         diff = diffs.get(c.id, "")
         if len(diff) > 3000:
             diff = diff[:3000] + "\n... (cut)"
         parts.append(f"## {c.id}: {verdict_text(c, ctx.feedback)}\n```diff\n{diff or '(no change)'}\n```")
-    return render("summarizer", task_title=ctx.title, round=round_, parent_id=parent.id, parent_verdict=verdict_text(parent, ctx.feedback),
+    return Prompt(shared_parts(ctx, parent) + [render("summarizer", round=round_, parent_id=parent.id, parent_verdict=verdict_text(parent, ctx.feedback),
                   plan=plan_text[:1500], children="\n\n".join(parts) or "(no children)",
                   memory="\n".join(f"- {m}" for m in ctx.memory) or "(nothing yet)",
-                  memory_items=ctx.memory_items, lesson_chars=ctx.lesson_chars)
+                  memory_items=ctx.memory_items, lesson_chars=ctx.lesson_chars)])
 
 
 def _json_object(text: str) -> dict | None:

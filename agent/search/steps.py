@@ -20,6 +20,7 @@ from typing import Any
 
 from agent.config import LoopConfig
 from agent.llm.gateway import CAP_RAISED_LATER, BudgetExhausted, Gateway
+from agent.population.code_key import code_key
 from agent.population.database import PopulationConfig, Solution
 from agent.population.loongflow_format import loongflow_files
 from agent.rundir.schema import Event, flagged, journal_totals, reviews_of
@@ -174,7 +175,7 @@ class Search:
         if self.pool is None:
             grade = lambda files, k: self.grading.grade(files, round_=k)  # noqa: E731 - the pool counts busy itself
             self.pool = GraderPool(grade, self.loop.grading_workers, self.grader_busy, self.queue)
-            self.pool.known([s.content_hash for s in self.population.all()])
+            self.pool.known([code_key(s.files) for s in self.population.all() if not s.content_hash.startswith("none-")])
         self.select_ahead(state["round"] - 1)  # a checkpoint from before pipelining holds no selection
         for m, sel in sorted(self.state.pending.items()):
             if not self.pipeline.running(m):
@@ -223,15 +224,16 @@ class Search:
                 self.children.append(Solution(**common, files=parent.files, content_hash=f"none-{cid}",
                                               status="no_code", lessons=c.detail[:400]))
                 continue
-            h = files_hash(c.files)
-            earlier = self.population.by_hash(h)
-            if earlier is not None or h in first_of:
-                ref = earlier if earlier is not None else next(s for s in self.children if s.id == first_of[h])
-                self.journal(Event.duplicate, id=cid, of=ref.id, content_hash=h)
+            h, key = files_hash(c.files), code_key(c.files)
+            # the same program, however spelled (comments, blank lines, formatting): its verdict, no grading
+            earlier = self.population.by_hash(h) or self.population.by_code(key)
+            if earlier is not None or key in first_of:
+                ref = earlier if earlier is not None else next(s for s in self.children if s.id == first_of[key])
+                self.journal(Event.duplicate, id=cid, of=ref.id, content_hash=h, **({"near": True} if h != ref.content_hash else {}))
                 self.children.append(ref.model_copy(update={**common, "files": c.files, "content_hash": h,
                                                             "duplicate_of": ref.id, "lessons": ""}))
                 continue
-            first_of[h] = cid
+            first_of[key] = cid
             v = future.result()
             self.children.append(solution_from(v, **common, files=c.files, content_hash=h))
             self.store.write_json(f"{d}/executor/{cid}/verdict.json", v.model_dump(mode="json", exclude={"raw"}))
@@ -372,7 +374,8 @@ class Search:
                  f"- search grader: {self.grader}; stopped: {stop}",
                  f"- picked {pick.id} (parent {pick.parent_id}, round {pick.round}, island {pick.island})",
                  f"- best: {json.dumps(best)}",
-                 f"- LLM calls {t.get('llm_calls', 0)}, tokens {t.get('input_tokens', 0)} in / {t.get('output_tokens', 0)} out, "
+                 f"- LLM calls {t.get('llm_calls', 0)}, tokens {t.get('input_tokens', 0)} in ({t.get('cache_read_tokens', 0)} of them read from the "
+                 f"provider's cache) / {t.get('output_tokens', 0)} out, "
                  f"USD {t.get('usd', 0)}", f"- gradings: {json.dumps(t['scorings'])}", "", "## Final re-grade", ""]
         lines += [f"- {r['id']}: recorded {r['recorded']}, re-graded {r['regraded']}, correct {r['correct']}"
                   + ("" if r["counts"] else f", NOT counted ({'; '.join(r['trust_reasons'])})") for r in remeasured]
