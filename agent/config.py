@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agent.population.database import PopulationConfig
 from evaluator.config import BenchmarkConfig, EvaluatorConfig
@@ -40,6 +40,21 @@ class LLMConfig(_Strict):
     backoff_max_sec: float = Field(30.0, ge=0)
     max_usd: float | None = Field(10.0, ge=0)
     prices: str | None = None
+    models: dict[str, list[str]] = Field(default_factory=dict)  # role -> models a bandit chooses among (agent/llm/bandit.py)
+    bandit_explore: float = Field(1.0, ge=0)
+
+    @field_validator("models")
+    @classmethod
+    def _models_ok(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+        for role, specs in v.items():
+            if role not in ("planner", "executor"):
+                raise ValueError(f"llm.models.{role}: only planner and executor choose among models (their children are graded)")
+            if len(specs) < 2 or len(set(specs)) != len(specs):
+                raise ValueError(f"llm.models.{role}: list two or more different models, or leave it out for one model")
+            for spec in specs:
+                if ":" not in spec or spec.split(":", 1)[0] not in ("openai", "anthropic"):
+                    raise ValueError(f"llm.models.{role}: {spec!r} is not provider:MODEL (openai:... or anthropic:...)")
+        return v
 
 
 class LoopConfig(_Strict):

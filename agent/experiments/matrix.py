@@ -240,6 +240,7 @@ def cell_line(d: Path, cell: Cell, kind: str, reward_class: str, out: Path) -> d
         "candidates": len(pop) if kind in EVALUATOR_ONLY else sum(1 for s in pop if s.get("round", 0) > 0),
         "failed_candidates": sum(1 for s in pop if not is_correct(s.get("status", ""), s.get("hard_fail_reasons"))),
         "llm_calls": int(totals.get("llm_calls", 0)), "input_tokens": tin, "output_tokens": tout, "tokens": tin + tout,
+        "cache_read_tokens": int(totals.get("cache_read_tokens", 0)),
         "usd": float(totals.get("usd", 0.0)), "wall_seconds": wall, "rounds": run.get("rounds_done", 0),
         "best_by_round": [[b.get("round"), b.get("speedup")] for b in run.get("best_by_round") or []],
         # where a round's best has no speedup (a dev engine whose baseline scores 0): its own figure and kind

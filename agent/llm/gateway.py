@@ -19,12 +19,14 @@ from typing import Any
 from agent.rundir.journal import Journal
 from agent.rundir.schema import Event
 from agent.llm import LLMClient, LLMError, LLMRequest, Message
+from agent.llm.bandit import ModelBandit
 from agent.llm.leak_guard import LeakGuard, Screened
 from agent.llm.types import FATAL_KINDS
 from agent.search.utilization import Busy
 
 
 CAP_RAISED_LATER = "budget_raised_later"
+_NO_BANDIT = ModelBandit([])  # a model no bandit chooses: its calls and credits count nowhere
 
 
 class BudgetExhausted(Exception):
@@ -89,8 +91,26 @@ class Recorded:
 class Gateway:
     def __init__(self, clients: dict[str, LLMClient], journal: Journal, guard: LeakGuard,
                  max_tokens: int = 4096, temperature: float | None = None, top_p: float | None = None,
-                 recorded: Recorded | None = None, offline: bool = False, learned: list[str] = ()):  # type: ignore[assignment]
+                 recorded: Recorded | None = None, offline: bool = False, learned: list[str] = (),  # type: ignore[assignment]
+                 models: dict[str, list[str]] | None = None, explore: float = 1.0, history: list[dict[str, Any]] = ()):  # type: ignore[assignment]
         self.clients = clients
+        # a role with several models: its bandit, rebuilt from the run's journal (a resume goes on from it)
+        self.bandits = {role: ModelBandit(list(specs), explore) for role, specs in (models or {}).items()}
+        self._chosen: dict[str, str] = {}  # tag -> the model that answered it
+        self._recorded_choice: dict[str, list[str]] = defaultdict(list)  # tag -> the record's choices, in order
+        self._credited: set[str] = set()
+        for e in history:
+            d = e["data"]
+            if e["kind"] == Event.model_choice:
+                self._recorded_choice[d["tag"]].append(d["model"])
+                if (d.get("reason") or {}).get("rule") != "recorded":  # a choice made then, not one served again
+                    self._bandit_of(d["model"], d.get("role", "")).chosen(d["model"])
+            elif e["kind"] == Event.model_credit and d["tag"] not in self._credited:
+                self._credited.add(d["tag"])
+                self._bandit_of(d["model"], d.get("role", "")).credit(d["model"], float(d["gain"]))
+            elif e["kind"] == Event.llm_call and not d.get("replayed") and d.get("text") is not None:
+                spec = f"{d['provider']}:{d['model']}"
+                self._bandit_of(spec, d.get("role", "")).paid(spec, float(d.get("cost_usd") or 0))
         self.journal = journal
         self.guard = guard
         for text in learned:  # a resumed run: the answers before its checkpoint were the model's own
@@ -103,8 +123,40 @@ class Gateway:
         self.closing = False  # the search stops: proposals still in flight make no new call
         self.answered = False  # a live call of this process came back (see the connection rule below)
 
-    def client_for(self, role: str) -> LLMClient:
-        return self.clients.get(role) or self.clients["default"]
+    def client_for(self, role: str, tag: str = "") -> LLMClient:
+        """The role's model; where the role has several, the one its bandit chooses for this call
+        (a repair goes to the model whose answer it repairs; a replay takes the record's choice)."""
+        key = "executor" if role == "repair" else role
+        bandit = self.bandits.get(key)
+        if bandit is None:
+            return self.clients.get(role) or self.clients["default"]
+        if role == "repair":
+            spec = self._chosen.get(tag.split("/repair")[0]) or bandit.models[0]
+        else:
+            with self._lock:
+                recorded = self._recorded_choice.get(tag)
+                if recorded:
+                    spec, why = recorded.pop(0), {"rule": "recorded"}
+                else:
+                    spec, why = bandit.choose()
+                    bandit.chosen(spec)
+                self._chosen[tag] = spec
+            self.journal.append(Event.model_choice, role=key, tag=tag, model=spec, reason=why)
+        return self.clients[f"model:{spec}"]
+
+    def credit(self, tag: str, gain: float) -> None:
+        """What the child of the call `tag` earned (agent/llm/bandit.py gain), for the model that wrote it."""
+        spec = self._chosen.get(tag)
+        if spec is None or tag in self._credited:
+            return
+        self._credited.add(tag)
+        role = "planner" if tag.endswith("/plan") else "executor"
+        self._bandit_of(spec, role).credit(spec, gain)
+        self.journal.append(Event.model_credit, role=role, tag=tag, model=spec, gain=round(gain, 4))
+
+    def _bandit_of(self, spec: str, role: str) -> ModelBandit:
+        b = self.bandits.get("executor" if role == "repair" else role)
+        return b if b is not None and spec in b.arms else _NO_BANDIT
 
     def call(self, role: str, system: str, user: str, tag: str) -> Outcome:
         """`user`'s parts (agent/search/prompts.py Prompt), where it has them: each part but the
@@ -113,7 +165,7 @@ class Gateway:
         lines, sees the same lines."""
         if self.closing:
             return Outcome(None, "the search is stopping; call not made", "stopped")
-        client = self.client_for("executor" if role == "repair" else role)
+        client = self.client_for(role, tag)
         parts = list(getattr(user, "parts", None) or [user])
         with self._lock:
             system_s, screened = self.guard.screen(system), [self.guard.screen(p) for p in parts]
@@ -166,6 +218,7 @@ class Gateway:
                                        "(OPENAI_BASE_URL or --set llm.base_url) and the network") from None
             return Outcome(None, str(e), e.kind)
         self.answered = True
+        self._bandit_of(f"{client.provider}:{client.model}", request.role).paid(f"{client.provider}:{client.model}", result.cost_usd)
         self.journal.append(Event.llm_call, **base, messages=[m.model_dump(exclude_defaults=True) for m in request.messages],
                             text=result.text, usage=result.usage.model_dump(), cost_usd=result.cost_usd,
                             priced=result.priced, latency_s=round(result.latency_s, 4), attempts=result.attempts,

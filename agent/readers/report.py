@@ -245,13 +245,15 @@ def _costs_table(costs: dict[str, Any]) -> str:
         return "-" if v is None else f"{float(v):.1f}"
 
     rows = "".join(f'<tr><td>{html.escape(r["role"])}</td><td>{html.escape(r["models"])}</td><td>{r["calls"]}</td>'
-                   f'<td>{r["failed"]}</td><td>{_fmt(r["input_tokens"])}</td><td>{_fmt(r["output_tokens"])}</td>'
+                   f'<td>{r["failed"]}</td><td>{_fmt(r["input_tokens"])}</td><td>{_fmt(r.get("cache_read_tokens"))}</td>'
+                   f'<td>{_fmt(r["output_tokens"])}</td>'
                    f'<td>{money(r["usd"])}</td><td>{secs(r["seconds"])}</td></tr>' for r in costs["roles"])
     t = costs["total"]
     total = (f'<tr class="total"><td>total</td><td></td><td>{t["calls"]}</td><td></td><td>{_fmt(t["input_tokens"])}</td>'
+             f'<td>{_fmt(t.get("cache_read_tokens"))}</td>'
              f'<td>{_fmt(t["output_tokens"])}</td><td>{money(t["usd"] or 0)}</td><td>{secs(t["seconds"] or 0)}</td></tr>')
     return ('<table class="costs"><thead><tr><th>role</th><th>model</th><th>calls</th><th>failed</th><th>input tokens</th>'
-            f'<th>output tokens</th><th>USD</th><th>LLM s</th></tr></thead><tbody>{rows}{total}</tbody></table>')
+            f'<th>of them cached</th><th>output tokens</th><th>USD</th><th>LLM s</th></tr></thead><tbody>{rows}{total}</tbody></table>')
 
 
 def _candidates_table(cands: list[dict[str, Any]]) -> str:

@@ -197,23 +197,27 @@ def _costs(events: list[dict[str, Any]], run: dict[str, Any]) -> dict[str, Any]:
             continue
         d = e.get("data") or {}
         r = roles.setdefault(d.get("role") or "?", {"role": d.get("role") or "?", "models": set(), "calls": 0, "failed": 0,
-                                                    "input_tokens": 0, "output_tokens": 0, "usd": 0.0, "seconds": 0.0})
+                                                    "input_tokens": 0, "cache_read_tokens": 0, "output_tokens": 0, "usd": 0.0,
+                                                    "seconds": 0.0})
         r["calls"] += 1
         r["failed"] += d.get("text") is None
         r["models"].add(str(d.get("model") or "?"))
         usage = d.get("usage") or {}
         r["input_tokens"] += int(usage.get("input_tokens") or 0)
+        r["cache_read_tokens"] += int(usage.get("cache_read_tokens") or 0)  # the part of input read from the provider's cache
         r["output_tokens"] += int(usage.get("output_tokens") or 0)
         r["usd"] += float(d.get("cost_usd") or 0.0)
         r["seconds"] += float(d.get("latency_s") or 0.0)
     rows = [{**r, "models": ", ".join(sorted(r["models"]))} for r in roles.values()]
     totals = run.get("totals") or {}
     if not rows and totals.get("calls_by_role"):  # no journal: what run.json kept, without a per-role split of tokens
-        rows = [{"role": k, "models": "", "calls": v, "failed": 0, "input_tokens": None, "output_tokens": None, "usd": None,
+        rows = [{"role": k, "models": "", "calls": v, "failed": 0, "input_tokens": None, "cache_read_tokens": None,
+                 "output_tokens": None, "usd": None,
                  "seconds": None} for k, v in totals["calls_by_role"].items()]
     order = {"planner": 0, "executor": 1, "repair": 2, "summarizer": 3}
     rows.sort(key=lambda r: (order.get(r["role"], 9), r["role"]))
     total = {"calls": sum(r["calls"] for r in rows), "input_tokens": totals.get("input_tokens", sum(r["input_tokens"] or 0 for r in rows)),
+             "cache_read_tokens": totals.get("cache_read_tokens", sum(r["cache_read_tokens"] or 0 for r in rows)),
              "output_tokens": totals.get("output_tokens", sum(r["output_tokens"] or 0 for r in rows)),
              "usd": totals.get("usd", sum(r["usd"] or 0 for r in rows)),
              "seconds": totals.get("llm_seconds", sum(r["seconds"] or 0 for r in rows))}

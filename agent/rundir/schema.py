@@ -38,6 +38,8 @@ class Event(str, Enum):
     run_start = "run_start"
     resume = "resume"
     llm_call = "llm_call"
+    model_choice = "model_choice"  # a role with several models: which answers this call, and why (agent/llm/bandit.py)
+    model_credit = "model_credit"  # what a call's child earned for its model, once graded
     withheld = "withheld"  # prompt lines the leak guard kept out of a call
     selection = "selection"
     plan = "plan"

@@ -95,6 +95,13 @@ def make_clients(cfg: Config, spent_usd: float = 0.0) -> dict[str, object] | Non
         clients[role] = make_client(spec, base_url=base_url, retry=retry, budget=budget, prices=prices,
                                     **({"max_tokens_param": cfg.llm.max_tokens_param} if provider == "openai" else {}))
     clients["default"] = clients["executor"]
+    by_spec = {getattr(c, "provider", "") + ":" + getattr(c, "model", ""): c for c in list(clients.values())}
+    for spec in dict.fromkeys(s for specs in cfg.llm.models.values() for s in specs):  # a role's bandit: one client a model
+        provider, _ = parse_spec(spec)
+        base_url = getattr(cfg.llm, f"{provider}_base_url") or (cfg.llm.base_url if provider == default_provider else None)
+        clients[f"model:{spec}"] = by_spec.get(spec) or make_client(
+            spec, base_url=base_url, retry=retry, budget=budget, prices=prices,
+            **({"max_tokens_param": cfg.llm.max_tokens_param} if provider == "openai" else {}))
     return clients
 
 
@@ -189,7 +196,8 @@ def assemble(cfg: Config, task: Task, store: RunStore, roots: list[str], clients
                 progress.console.print(f"warning: {msg}", highlight=False, soft_wrap=True)
         gateway = Gateway(clients, store.journal, LeakGuard(task), max_tokens=cfg.llm.max_tokens,  # type: ignore[arg-type]
                           temperature=cfg.llm.temperature, top_p=cfg.llm.top_p,
-                          recorded=Recorded(list(events)) if events else None, offline=offline, learned=list(learned))
+                          recorded=Recorded(list(events)) if events else None, offline=offline, learned=list(learned),
+                          models=cfg.llm.models, explore=cfg.llm.bandit_explore, history=list(events))
     search = Search(cfg.loop, cfg.population, cfg.evaluator.grader, task, ev, store, gateway, progress=progress,
                     feedback=cfg.search.feedback)
     search.grading.recorded = RecordedVerdicts(list(events))
@@ -325,6 +333,8 @@ def replay_run(run_dir: Path, out: Path | None = None, regrade: bool = False, co
     if models:
         clients = {role: RecordedOnly(*pm) for role, pm in models.items()}
         clients["default"] = next(iter(clients.values()))
+        for pm in {(e["data"]["provider"], e["data"]["model"]) for e in events if e["kind"] == Event.llm_call}:
+            clients[f"model:{pm[0]}:{pm[1]}"] = RecordedOnly(*pm)
         if "repair" in clients and "executor" not in clients:
             clients["executor"] = clients["repair"]
     store.journal.append(Event.run_start, run_id=dest.name, task=task.name, seed=cfg.loop.seed, replay_of=str(run_dir))

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from agent.config import LoopConfig
+from agent.llm.bandit import gain
 from agent.llm.gateway import CAP_RAISED_LATER, BudgetExhausted, Gateway
 from agent.population.code_key import code_key
 from agent.population.database import PopulationConfig, Solution
@@ -237,10 +238,23 @@ class Search:
             v = future.result()
             self.children.append(solution_from(v, **common, files=c.files, content_hash=h))
             self.store.write_json(f"{d}/executor/{cid}/verdict.json", v.model_dump(mode="json", exclude={"raw"}))
+        self._credit_models(k, p.turns, parent)
         if p.stop:  # the cap reached among the executors: what was made is recorded, without a summary
             self.children, _ = with_default_lessons(self.children)
             return {"stop": p.stop, "plan": p.plan}
         return {"plan": p.plan}
+
+    def _credit_models(self, k: int, turns: list[tuple[int, int]], parent: Solution) -> None:
+        """What each child earned, for the model that wrote it, and the round's best for the
+        planner's (a role with several models: agent/llm/bandit.py). A duplicate earns nothing."""
+        if self.gw is None or not self.gw.bandits:
+            return
+        gains = []
+        for (i, t), c in zip(turns, self.children):
+            g = gain(c.is_result and c.duplicate_of is None, c.fitness, parent.fitness)
+            self.gw.credit(f"r{k}/c{i}" + (f"/fix{t}" if t else ""), g)
+            gains.append(g)
+        self.gw.credit(f"r{k}/plan", max(gains, default=0.0))
 
     def summarize(self, state: RoundState) -> RoundState:
         assert self.population is not None and self.gw is not None
