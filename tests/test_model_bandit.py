@@ -102,3 +102,26 @@ def test_as_good_at_ten_times_the_price_loses_most_later_calls(tmp_path, cache_d
                         "cheap: {input_per_mtok: 1.0, output_per_mtok: 1.0}\ndear: {input_per_mtok: 10.0, output_per_mtok: 10.0}\n",
                         monkeypatch)
     assert chosen[8:].count("openai:cheap") >= 6, chosen
+
+
+def test_a_resumed_gateway_rebuilds_each_model_s_calls_usd_and_gain_from_the_journal(tmp_path):
+    from agent.llm.gateway import Gateway
+    from agent.llm.leak_guard import LeakGuard
+    from agent.rundir.journal import Journal
+
+    def ev(kind, **d):
+        return {"kind": kind, "data": d}
+    history = [ev("model_choice", role="executor", tag="r1/c0", model="openai:a", reason={"rule": "not yet called"}),
+               ev("llm_call", role="executor", tag="r1/c0", provider="openai", model="a", text="x", cost_usd=0.5),
+               ev("model_choice", role="executor", tag="r1/c1", model="openai:b", reason={"rule": "not yet called"}),
+               ev("llm_call", role="executor", tag="r1/c1", provider="openai", model="b", text="x", cost_usd=0.25),
+               ev("model_credit", role="executor", tag="r1/c0", model="openai:a", gain=2.0),
+               ev("model_credit", role="executor", tag="r1/c0", model="openai:a", gain=2.0),  # one credit a call
+               # a resumed process served r1/c1 again from the record: neither a new choice nor a new call
+               ev("model_choice", role="executor", tag="r1/c1", model="openai:b", reason={"rule": "recorded"}),
+               ev("llm_call", role="executor", tag="r1/c1", provider="openai", model="b", text="x", cost_usd=0.0, replayed=True)]
+    gw = Gateway({"default": None}, Journal(tmp_path / "journal.jsonl"), LeakGuard.__new__(LeakGuard),  # type: ignore[arg-type]  # no call is made
+                 models={"executor": ["openai:a", "openai:b"]}, history=history)
+    arms = gw.bandits["executor"].arms
+    assert (arms["openai:a"].calls, arms["openai:a"].usd, arms["openai:a"].gain) == (1, 0.5, 2.0)
+    assert (arms["openai:b"].calls, arms["openai:b"].usd, arms["openai:b"].gain) == (1, 0.25, 0.0)
