@@ -28,6 +28,14 @@ class CandidateError(Exception):
         self.reason = reason
 
 
+def candidate_hash(files: dict[str, str | None], baseline: dict[str, str | None] | None = None) -> str:
+    """A candidate's one name, in the journal, the population and the verdict alike: sha256 over
+    the scope files it changes. A file whose text is the baseline's is left out, so naming the
+    whole scope or only the changed files gives the same hash (the unchanged baseline: {})."""
+    changed = {p: t for p, t in files.items() if baseline is None or t != baseline.get(p)}
+    return Candidate(files=changed).content_hash()
+
+
 class Candidate(BaseModel):
     """The whole proposal: new text for each changed scope file (None: the file is deleted)."""
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evaluator.backends.base import Backend, GradeRequest, capabilities_of, GradeRun, InfraError, Prepared
-from evaluator.candidate import Candidate, CandidateError, CandidateSource, apply_diff, scope_violations
+from evaluator.candidate import Candidate, CandidateError, CandidateSource, apply_diff, candidate_hash, scope_violations
 from evaluator import modes
 from evaluator.backends import registry
 from evaluator.config import EvaluatorConfig
@@ -131,9 +131,10 @@ class Evaluator:
             if violations:
                 return finish(Verdict(status=Status.scope_violation, hard_fail_reasons=violations,
                                       message="refused before running: " + ", ".join(violations), **base))
-            (log_dir / "candidate.diff").write_text(
-                Candidate(files=files).diff({rel: self.backend.baseline_text(prepared, rel) for rel in files}))
-        base["candidate_hash"] = Candidate(files=files).content_hash()
+        was = {rel: self.backend.baseline_text(prepared, rel) for rel in files}
+        if source is not None:
+            (log_dir / "candidate.diff").write_text(Candidate(files=files).diff(was))
+        base["candidate_hash"] = candidate_hash(files, was)  # the search's name for it too (evaluator/candidate.py)
         timeout = self.config.timeout_sec or task.toml.verifier.timeout_sec
         screened = self._screened_files(task, prepared, mode, files, artifact)
         baseline = {rel: self.backend.baseline_text(prepared, rel) for rel in dict.fromkeys([

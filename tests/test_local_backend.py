@@ -179,3 +179,13 @@ def test_gpu_task_needs_a_gpu_or_an_explicit_cpu_check(evaluator, toy_package, t
     v = ev.evaluate("kfc/toy-sum", candidate=probe(code), grader="hidden", device="cpu")
     assert v.status == Status.ok and v.hardware == "cpu" and v.reward == 0.0
     assert v.raw["probe"] == ["cpu", "1"]
+
+
+def test_a_candidate_has_one_name_whether_it_names_its_unchanged_files_or_not(evaluator):
+    # the journal names a candidate by its whole scope, the evaluator is given its changed files: one hash (issue 41)
+    from evaluator.candidate import candidate_hash
+    base = (FIXTURES / "kfc/toy-sum/task/environment/repo" / KERNEL).read_text()
+    changed = evaluator.evaluate("kfc/toy-sum", candidate=CandidateSource(files={KERNEL: FAST}), grader="dev")
+    assert changed.candidate_hash == candidate_hash({KERNEL: FAST}, {KERNEL: base}) == candidate_hash({KERNEL: FAST})
+    same = evaluator.evaluate("kfc/toy-sum", candidate=CandidateSource(files={KERNEL: base}), grader="dev")
+    assert same.candidate_hash == candidate_hash({KERNEL: base}, {KERNEL: base}) == candidate_hash({})

@@ -19,7 +19,7 @@ from agent.readers.loongflow.importer import import_loongflow
 from agent.readers.loongflow.trace import LoongFlowError, failure_kind, is_loongflow_trace
 from agent.population.loongflow_format import loongflow_files
 from agent.rundir.store import write_dir_atomically
-from agent.search.state import files_hash
+from evaluator.candidate import candidate_hash
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TRACE = FIXTURES / "loongflow"
@@ -251,7 +251,7 @@ def test_import_makes_a_run_the_other_commands_accept(tmp_path):
         assert pop.best().id == best_id and pop.best().speedup == score
         assert len(pop) == len(gen.CHECKPOINTS[f"checkpoint-checkpoint-iter-{k}-{[2, 4, 7, 10][k - 1]}"])
         for s in pop.all():
-            assert s.files == {"solution.py": records[s.id]["solution"]} and s.content_hash == files_hash(s.files)
+            assert s.files == {"solution.py": records[s.id]["solution"]} and s.content_hash == candidate_hash(s.files, pop.baseline_files)
             assert s.correct == (records[s.id]["score"] > 0)
             if not s.correct:
                 assert s.status == "hard_fail" and s.hard_fail_reasons == [gen.KIND[dict((r[0], r[5]) for r in gen.SOLUTIONS)[s.id]]]
@@ -295,9 +295,9 @@ def test_pesflow_written_checkpoints_read_back(tmp_path):
     base = {"k.py": "def f():\n    return 1\n"}
     child = {"k.py": "def f():\n    return 2\n"}
     pop = Population(PopulationConfig(islands=1), base)
-    pop.add(Solution(id="baseline", parent_id=None, island=0, round=0, files=base, content_hash=files_hash(base),
+    pop.add(Solution(id="baseline", parent_id=None, island=0, round=0, files=base, content_hash=candidate_hash(base, base),
                      status="ok", speedup=1.0))
-    pop.add(Solution(id="r01-c0", parent_id="baseline", island=0, round=1, files=child, content_hash=files_hash(child),
+    pop.add(Solution(id="r01-c0", parent_id="baseline", island=0, round=1, files=child, content_hash=candidate_hash(child, base),
                      status="ok", speedup=1.7))
     pop.add(Solution(id="r01-c1", parent_id="baseline", island=0, round=1, files=child | {"k.py": "oops"},
                      content_hash="h", status="hard_fail", hard_fail_reasons=["wrong_answer"]))

@@ -16,7 +16,7 @@ from agent.population.database import Population, PopulationConfig
 from agent.population.loongflow_format import loongflow_files
 from agent.rundir.schema import STATE_FILE, Event, flagged, run_metadata
 from agent.rundir.store import RunStore
-from agent.search.state import files_hash
+from evaluator.candidate import candidate_hash
 from agent.search.steps import solution_from
 from evaluator.candidate import Candidate, CandidateError, apply_diff
 from evaluator.evaluation import Evaluator
@@ -95,7 +95,7 @@ def run_evaluator_cell(cfg: Config, task: Task, kind: str, grader: str, roots: l
                     files[task.scope[0]] = artifact.read_text()
             except CandidateError as e:
                 note += f" (its files could not be reconstructed here: {e})"
-        h = files_hash(files)
+        h = candidate_hash(files, baseline)
         v = ev.evaluate(task, mode=kind, grader=grader, out_dir=store.evaluation_dir(h, kind))  # type: ignore[arg-type]
     finally:
         ev.close()

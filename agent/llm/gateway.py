@@ -141,7 +141,8 @@ class Gateway:
                     spec, why = bandit.choose()
                     bandit.chosen(spec)
                 self._chosen[tag] = spec
-            self.journal.append(Event.model_choice, role=key, tag=tag, model=spec, reason=why)
+                # journaled in the order chosen: the reasons read in turn tell how the bandit's numbers moved
+                self.journal.append(Event.model_choice, role=key, tag=tag, model=spec, reason=why)
         return self.clients[f"model:{spec}"]
 
     def credit(self, tag: str, gain: float) -> None:

@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 
 from agent.rundir import journal
 from agent.llm.leak_guard import LeakGuard
-from agent.search.steps import files_hash
+from evaluator.candidate import candidate_hash
 from agent.readers.loongflow.audit import audit_loongflow
 from agent.readers.loongflow.trace import is_loongflow_trace
 from agent.rundir.review import check_reviews
@@ -68,8 +68,9 @@ def audit_run(run_dir: Path) -> AuditReport:
     rep.stats["candidates"] = len(solutions)
     scope = set(run.get("task", {}).get("scope", []))
     cand_events = {e["data"]["id"]: e["data"] for e in events if e["kind"] == "candidate"}
+    baseline = (state or {}).get("population", {}).get("baseline_files") or {}
     for sid, s in solutions.items():
-        if s["status"] != "no_code" and files_hash(s["files"]) != s["content_hash"]:
+        if s["status"] != "no_code" and candidate_hash(s["files"], baseline) != s["content_hash"]:
             v(f"candidate {sid}: its code does not match its hash {s['content_hash'][:12]} ({cp_name})")
         if sid not in cand_events:
             v(f"candidate {sid} is in {cp_name} but no journal event records it")

@@ -14,8 +14,7 @@ from agent.rundir.faults import writing
 from agent.rundir.schema import Event
 from agent.rundir.store import RunStore
 from agent.search import faults
-from agent.search.state import files_hash
-from evaluator.candidate import CandidateSource
+from evaluator.candidate import CandidateSource, candidate_hash
 from evaluator.evaluation import Evaluator
 from evaluator.task import Task
 from evaluator.verdict import Status, Verdict
@@ -125,7 +124,7 @@ class Grading:
         """`round_`: the round the candidate belongs to (for the crash tests' fault points). Safe to
         call from several threads at once (the journal and the backend's slots are)."""
         grader = grader or self.grader
-        h = files_hash(files)
+        h = candidate_hash(files, self.baseline_files)  # the verdict names it so too
         recorded = self.recorded.take(h, label, grader)
         if recorded is not None:  # graded before the crash (resume) or in the run replayed
             v = Verdict.model_validate(recorded)

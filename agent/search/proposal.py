@@ -19,7 +19,7 @@ from agent.search import roles
 from agent.search.fixes import child_id, needs_fix, solution_from
 from agent.search.pipeline import in_parallel
 from agent.search.prompts import Prompt, verdict_text
-from agent.search.state import Selection, files_hash
+from agent.search.state import Selection
 
 CAP_REACHED = "the USD cap (llm.max_usd) was reached before this child's code was asked for"
 Submit = Callable[[dict[str, str], tuple[int, int]], Future]
@@ -97,7 +97,7 @@ def propose(gw: Gateway, ctx: roles.Context, work: Work, submit: Submit, *, use_
         if why is None:
             return None
         sol = solution_from(v, id=child_id(k, i, t), parent_id=work.parent.id, island=sel.island,
-                            round=k, files=last.files, content_hash=files_hash(last.files))
+                            round=k, files=last.files, content_hash=v.candidate_hash or "")
         return why, verdict_text(sol, ctx.feedback)
 
     done = in_parallel([lambda i=i: one(i) for i in range(n)])

@@ -3,8 +3,6 @@ checkpoint holds (pesflow_state.json), so that a resumed run continues from exac
 
 from __future__ import annotations
 
-import hashlib
-import json
 import random
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
@@ -45,10 +43,6 @@ class Selection:
     def from_dict(d: dict[str, Any]) -> "Selection":
         return Selection(d["round"], d["island"], d["parent_id"], list(d["inspiration_ids"]), list(d["failure_ids"]),
                          list(d["memory"]), d["children"], d.get("best_id"))
-
-
-def files_hash(files: dict[str, str]) -> str:
-    return hashlib.sha256(json.dumps(sorted(files.items()), ensure_ascii=False).encode()).hexdigest()
 
 
 def rng_state(rng: random.Random) -> list[Any]:

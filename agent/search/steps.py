@@ -32,9 +32,9 @@ from agent.search.pipeline import GraderPool, Pipeline
 from agent.search.progress import Progress, best_entry
 from agent.search.fixes import STOP_RULES, child_id, solution_from, stop_rule
 from agent.search.proposal import Proposal, Work, propose
-from agent.search.state import RoundState, SearchState, Selection, files_hash, rng_state
+from agent.search.state import RoundState, SearchState, Selection, rng_state
 from agent.search.utilization import Busy, Depth, one_line, utilization
-from evaluator.candidate import Candidate
+from evaluator.candidate import Candidate, candidate_hash
 from evaluator.evaluation import Evaluator
 from evaluator.task import Task
 from evaluator.verdict import Verdict
@@ -156,7 +156,7 @@ class Search:
         self.progress.phase(0, "grading the baseline")
         v = self.grade(self.baseline_files, label="baseline")
         base = solution_from(v, id="baseline", parent_id=None, island=0, round=0, files=self.baseline_files,
-                                  content_hash=files_hash(self.baseline_files), lessons="The unchanged baseline.")
+                                  content_hash=candidate_hash(self.baseline_files, self.baseline_files), lessons="The unchanged baseline.")
         self.state.start(self.population_config, self.baseline_files).add(base)
         self.journal(Event.candidate, id="baseline", round=0, parent_id=None, content_hash=base.content_hash, status=base.status)
         best0 = self.population.best()  # None when the baseline's own grading does not count
@@ -215,7 +215,7 @@ class Search:
             if c.files is not None:
                 self.store.write(f"{d}/executor/{cid}/candidate.diff", Candidate(files=c.files).diff(parent.files))
             self.journal(Event.candidate, id=cid, round=k, parent_id=fixes.get(i, parent.id), status=c.status, detail=c.detail,
-                         repaired=c.repaired, content_hash=files_hash(c.files) if c.files else None)
+                         repaired=c.repaired, content_hash=candidate_hash(c.files, self.baseline_files) if c.files else None)
         self.progress.phase(k, "grading")
         first_of: dict[str, str] = {}
         for i, (c, future) in enumerate(zip(p.drafts, p.verdicts)):
@@ -225,7 +225,7 @@ class Search:
                 self.children.append(Solution(**common, files=parent.files, content_hash=f"none-{cid}",
                                               status="no_code", lessons=c.detail[:400]))
                 continue
-            h, key = files_hash(c.files), code_key(c.files)
+            h, key = candidate_hash(c.files, self.baseline_files), code_key(c.files)
             # the same program, however spelled (comments, blank lines, formatting): its verdict, no grading
             earlier = self.population.by_hash(h) or self.population.by_code(key)
             if earlier is not None or key in first_of:

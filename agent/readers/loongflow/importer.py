@@ -21,7 +21,7 @@ from agent.readers.loongflow.trace import Checkpoint, EvalRecord, LFSolution, Lo
 from agent.rundir.journal import verify
 from agent.rundir.schema import VERSION, Event
 from agent.rundir.store import RunStore
-from agent.search.state import files_hash
+from evaluator.candidate import candidate_hash
 from evaluator.candidate import Candidate
 from evaluator.verdict import Status, Verdict
 
@@ -126,7 +126,7 @@ def import_loongflow(path: Path | str, out: Path | str, *, file_name: str = "sol
         converted[sid] = Solution(
             id=ids[sid], parent_id=ids[parent] if parent is not None else None, island=min(s.island_id, cfg.islands - 1),
             round=max(0, s.iteration if s.iteration is not None else fallback_round), files=files,
-            content_hash=files_hash(files), status="ok" if kind is None else "hard_fail",
+            content_hash=candidate_hash(files, baseline), status="ok" if kind is None else "hard_fail",
             speedup=s.score if s.score is not None and s.score > 0 else None, reward=None,
             hard_fail_reasons=[] if kind is None else [kind], plan=s.generate_plan, lessons=s.summary)
         return converted[sid]
@@ -250,7 +250,7 @@ def import_loongflow(path: Path | str, out: Path | str, *, file_name: str = "sol
         last_pop, last_k = pop, k
     for e in trace.evaluations:  # attempts that were never kept as solutions
         if not matched.get(e.name):
-            h = files_hash({file_name: e.code}) if e.code is not None else f"none-{e.name}"  # as pesflow marks "no code"
+            h = candidate_hash({file_name: e.code}, baseline) if e.code is not None else f"none-{e.name}"  # as pesflow marks "no code"
             rel = grader_logs(e, h)
             v = verdict(e.result, as_number((e.result or {}).get("score")), h, log_dir(rel))
             store.write_json(f"{rel}/verdict.json", v)
