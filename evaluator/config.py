@@ -56,6 +56,7 @@ class ModalConfig(_Strict):
     startup_timeout_sec: float = Field(600, gt=0)
     queue_timeout_sec: float = Field(600, gt=0)  # a sandbox not scheduled by then (quota, capacity): one line, exit 3
     cache_dir: str = "~/.cache/pesflow"
+    stray_processes: Literal["fail", "kill"] = "fail"  # as the local and docker backends (evaluator/grading_policy.py)
     max_log_bytes: int = Field(2 << 20, gt=4096)
 
 

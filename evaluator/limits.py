@@ -336,9 +336,7 @@ class Plan:
         if c["oom_kill"]:
             # The group's counter also counts kills by the machine-wide OOM killer: a grading
             # that never came near its own limit was a victim of the machine, not the culprit.
-            peak = self.usage().get("memory_peak_bytes")
-            limit = (self.limits.memory_mb or 0) << 20
-            return HOST_OUT_OF_MEMORY if peak is not None and limit and peak < 0.9 * limit else OUT_OF_MEMORY
+            return HOST_OUT_OF_MEMORY if machine_oom(self.usage().get("memory_peak_bytes"), self.limits.memory_mb) else OUT_OF_MEMORY
         if c["pids_max"]:
             return TOO_MANY_PROCESSES
         if (self.rlimit_nproc or self.poll_rss_mb) and pid1:
@@ -485,3 +483,13 @@ def count_namespace(pid1: int) -> int:
             except OSError:
                 pass
     return n
+
+
+MACHINE_OOM_SHARE = 0.9
+
+
+def machine_oom(peak_bytes: int | None, limit_mb: int | None) -> bool:
+    """Whether an OOM kill was the machine's, not the candidate's: the group's counter also counts
+    the machine-wide OOM killer, so a grading whose peak is known and stayed under 90 % of its own
+    limit was its victim. No peak known: the candidate's (every backend: evaluator/grading_policy.py)."""
+    return bool(peak_bytes is not None and limit_mb and peak_bytes < MACHINE_OOM_SHARE * (limit_mb << 20))

@@ -138,6 +138,7 @@ class Sandbox:
             return Process("\n".join(names + (self.rec.startup_written if self.graded else [])) + "\n")
         if "nvidia-smi" in script or "memory.events" in script:
             return Process(("oom_kill 1\n" if self.rec.oom else "oom_kill 0\n")
+                           + (f"memory_peak {self.rec.peak}\n" if self.rec.peak is not None and "memory.peak" in script else "")
                            + ("NVIDIA H100 80GB HBM3\n" if "nvidia-smi" in script else ""))
         if "tar -cf" in script:
             buf = io.BytesIO()
@@ -157,7 +158,7 @@ class Sandbox:
             reward = {"reward": 1.0 if speedup > 2 else 0.0, "speedup": speedup, "hard_fail_reasons": [],
                       "tests": {"passed": 5, "total": 5}, "saw_tests": hidden}
             self.logs["verifier/reward.json" if "/tests/test.sh" in script else "loop/dev/reward.json"] = json.dumps(reward).encode()
-            out = "graded\n@@pesflow:grader_ns=123000000\n@@pesflow:strays=\n"
+            out = f"graded\n@@pesflow:grader_ns=123000000\n@@pesflow:strays={self.rec.strays}\n"
             return Process(out.encode() if not text else out)
         return Process(b"" if not text else "")
 
@@ -169,6 +170,8 @@ class Recorder:
         self.sandboxes: list[Sandbox] = []
         self.fail_grading = False
         self.oom = False
+        self.peak: int | None = None  # the sandbox's memory.peak, where the kernel keeps one
+        self.strays = ""  # what the grader's last line lists as left running ("7:sleep")
         self.create_delay = 0.0  # seconds Sandbox.create takes (a queue for quota)
         self.trust_out: dict[str, bytes] = {}  # what the guard left in /.pesflow-trust-out
         self.startup_written: list[str] = []  # startup files the grading 'writes' (written.LIST_STARTUP's lines)
@@ -391,6 +394,19 @@ def test_an_oom_in_the_sandbox_is_the_candidates_out_of_memory(rec, tmp_path):
     rec.oom = True
     v = make_evaluator(tmp_path).evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FAST}), grader="hidden")
     assert v.status == Status.hard_fail and v.hard_fail_reasons[0] == "out_of_memory" and v.reward == 0
+
+
+def test_an_oom_far_under_the_limit_and_a_leftover_process_follow_the_one_grading_policy(rec, tmp_path):
+    # as the local and docker backends (evaluator/grading_policy.py): the machine's OOM is not the candidate's
+    rec.oom, rec.peak = True, 100 << 20  # 100 MiB of the toy's 1024
+    v = make_evaluator(tmp_path).evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FAST}), grader="hidden")
+    assert v.status == Status.infra_error and "the machine ran out of memory" in v.message
+    rec.oom, rec.peak, rec.strays = False, None, "7:sleep"
+    v = make_evaluator(tmp_path).evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FAST}), grader="hidden")
+    assert v.hard_fail_reasons[0] == "background_process" and "7:sleep" in v.raw["pesflow_limits"]["background_process"]
+    v = make_evaluator(tmp_path / "kill", stray_processes="kill").evaluate(
+        "kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FAST}), grader="hidden")
+    assert v.status == Status.ok and v.reward > 0  # killed with the sandbox, the grading stands
 
 
 def test_a_sandbox_never_scheduled_stops_the_command_with_one_line(rec, tmp_path, monkeypatch, capsys):

@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import Any
 
-from evaluator.limits import OUT_OF_MEMORY, TOO_MANY_PROCESSES
 
-BACKGROUND_PROCESS = "background_process"  # the name the local backend gives the same failure
 TIMED, STRAYS = "@@pesflow:grader_ns=", "@@pesflow:strays="
 
 # Lists the container's live processes other than its init, this shell and the init's own
@@ -87,24 +84,3 @@ def left_running(output: str) -> list[str]:
     return found[-1].split() if found else []
 
 
-_DETAIL = {
-    OUT_OF_MEMORY: "the grading went past its memory limit ({memory} MiB) and the kernel killed a process",
-    BACKGROUND_PROCESS: "processes it started outlived the grader: {strays}",
-    TOO_MANY_PROCESSES: "the grading tried to run more than {pids} processes and threads at once",
-}
-
-
-def with_reasons(reward: dict[str, Any] | None, reasons: list[str], *, memory_mb: int | None, strays: list[str],
-                 pids: int | None = None) -> dict[str, Any]:
-    """The grader's verdict (if any) with the limits it broke put first and reward 0, as the
-    local backend reports them: a broken limit is the candidate's failure."""
-    raw = dict(reward or {})
-    prior = raw.get("hard_fail_reasons") or raw.get("hard_fails") or []
-    if isinstance(prior, str):
-        prior = prior.replace(",", " ").split()
-    raw["hard_fail_reasons"] = reasons + [str(r) for r in prior if str(r) not in reasons]
-    raw.pop("hard_fails", None)
-    raw["reward"] = 0.0
-    raw["pesflow_limits"] = {r: _DETAIL[r].format(memory=memory_mb, strays=" ".join(strays[:5]), pids=pids) for r in reasons}
-    raw["pesflow_grader_verdict"] = reward is not None
-    return raw

@@ -35,6 +35,7 @@ from evaluator.backends.local_root import Layout, RootError, RootPlan, bind_line
 from evaluator.backends.standin import StandIn, StandInError, discover, stand_in_fault
 from evaluator.config import LocalConfig
 from evaluator.hardware import gpu_mounts
+from evaluator.grading_policy import RESULT_FORGED, SANDBOX_TAMPERING, limit_verdict, machine_oom_error, stray_reasons
 from evaluator.limits import HOST_OUT_OF_MEMORY, OUT_OF_MEMORY, Limits, sweep_leftovers, unenforced_note
 from evaluator.task import BUNDLED_TASKS, NOT_IN_IMAGE, Task, package_hash
 from evaluator.trust import collect, instrument, written
@@ -264,10 +265,8 @@ class LocalBackend:
             return GradeRun(None, res.returncode, False, res.seconds, res.output,
                             infra_error=f"sandbox setup failed: {last_line(res.output)}")
         if res.killed == HOST_OUT_OF_MEMORY:
-            peak = res.usage.get("memory_peak_bytes") or 0
             return GradeRun(None, res.returncode, False, res.seconds, res.output,
-                            infra_error=f"the machine ran out of memory while grading (the grading used {peak >> 20} "
-                                        f"of its {limits.memory_mb} MiB); not the candidate's doing, grade it again")
+                            infra_error=machine_oom_error(res.usage.get("memory_peak_bytes"), limits.memory_mb))
         _copy_logs(run_dir / "out/logs", request.out_dir / "logs", self.config.max_log_bytes)
         reward = None
         for rel in results:
@@ -289,15 +288,14 @@ class LocalBackend:
         (request.out_dir / "limits.json").write_text(json.dumps(report, indent=1))
         notes = _read_only_notes(res.output + logs_text, plan.layout.writable) + _unenforced_notes(res.unenforced, iso)
         if res.killed != "timeout":
-            reasons = [breach] if breach else []
-            if strays and self.config.stray_processes == "fail":
-                reasons.append(BACKGROUND_PROCESS)
+            reasons = ([breach] if breach else []) + stray_reasons(strays, self.config.stray_processes)
             if status.get("signalled") or (status.get("stopped") and not res.killed):
                 reasons.append(SANDBOX_TAMPERING)  # the init was signalled from inside
             if status.get("forged"):
                 reasons.append(RESULT_FORGED)  # a result file changed after the grader had returned
             if reasons:
-                reward = _limit_verdict(reward, reasons, res, strays, scratch_mb, limits)
+                reward = limit_verdict(reward, reasons, memory_mb=limits.memory_mb, pids=limits.pids, disk_mb=scratch_mb,
+                                       output_mb=round(res.usage.get("output_bytes", 0) / (1 << 20)), strays=strays)
             elif _failed(reward) and request.command is None:
                 fault = stand_in_fault(res.output + logs_text, self.stand_in().python, task.root)
                 if fault:
@@ -362,38 +360,6 @@ def _unenforced_notes(unenforced: list[str], iso: isolation.Isolation) -> list[s
 
 HOME_SECRETS = ("~/.ssh", "~/.aws", "~/.config", "~/.gnupg", "~/.docker", "~/.netrc", "~/.kube")
 STOP_GRACE_SEC = 10.0  # a stopped grading's init gets this long to kill the rest and copy its logs out
-BACKGROUND_PROCESS = "background_process"
-SANDBOX_TAMPERING = "sandbox_tampering"
-RESULT_FORGED = "result_forged_after_grader"
-_DETAIL = {
-    "out_of_memory": "the grading went past its memory limit ({memory} MiB) and the kernel killed it",
-    "too_many_processes": "the grading tried to run more than {pids} processes and threads at once",
-    "disk_quota": "the grading filled its {disk} MiB of writable space",
-    "output_limit": "the grading printed more than {output} MiB",
-    BACKGROUND_PROCESS: "processes it started outlived the grader: {strays}",
-    SANDBOX_TAMPERING: "something in the grading signalled the sandbox's init",
-    RESULT_FORGED: "a result file was written after the grader had returned",
-}
-
-
-def _limit_verdict(reward: dict[str, Any] | None, reasons: list[str], res: sandbox.SandboxResult, strays: list[str],
-                   scratch_mb: int | None, limits: Limits) -> dict[str, Any]:
-    """The grader's verdict (if it wrote one) with the named limits put first and reward 0: a
-    broken limit is the candidate's failure whatever the grader concluded."""
-    raw = dict(reward or {})
-    prior = raw.get("hard_fail_reasons") or raw.get("hard_fails") or []
-    if isinstance(prior, str):
-        prior = prior.replace(",", " ").split()
-    raw["hard_fail_reasons"] = reasons + [str(r) for r in prior if str(r) not in reasons]
-    raw.pop("hard_fails", None)
-    raw["reward"] = 0.0
-    fields = {"memory": limits.memory_mb, "pids": limits.pids, "disk": scratch_mb,
-              "output": round(res.usage.get("output_bytes", 0) / (1 << 20)), "strays": " ".join(strays[:5])}
-    raw["pesflow_limits"] = {r: _DETAIL[r].format(**fields) for r in reasons if r in _DETAIL}
-    raw["pesflow_grader_verdict"] = reward is not None
-    return raw
-
-
 def _gpu_devices() -> list[str]:
     """The GPU's device nodes, bound into a GPU task's otherwise minimal /dev."""
     return sorted(str(p) for p in Path("/dev").glob("nvidia*")) + (["/dev/dri"] if Path("/dev/dri").is_dir() else [])

@@ -51,10 +51,9 @@ from typing import Any
 from evaluator.backends import archive
 from evaluator.backends.base import BackendUnavailable, Capabilities, GradeRequest, GradeRun, InfraError, Prepared, command_for
 from evaluator.backends.build_context import build_context
-from evaluator.backends.in_container import (
-    BACKGROUND_PROCESS, grader_script, grader_seconds, left_running, with_reasons,
-)
+from evaluator.backends.in_container import grader_script, grader_seconds, left_running
 from evaluator.config import ModalConfig
+from evaluator.grading_policy import limit_verdict, machine_oom, machine_oom_error, stray_reasons
 from evaluator.limits import OUT_OF_MEMORY
 from evaluator.dockerfile import DockerfileError
 from evaluator.sandbox import BoundedSink
@@ -265,9 +264,12 @@ class ModalBackend:
                                                       for path, removed in found])
             # the memory cgroup's OOM kills (a fresh sandbox: any is this grading's), and the GPU's name
             probe = _run(sb, "sh", "-c", "grep -h '^oom_kill ' /sys/fs/cgroup/memory.events 2>/dev/null; "
+                         "echo \"memory_peak $(cat /sys/fs/cgroup/memory.peak 2>/dev/null)\"; "
                          + ("nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1" if settings["gpu"] else "true"))[1]
             oom = sum(int(n) for n in re.findall(r"^oom_kill (\d+)", probe, re.M))
-            gpu_name = "\n".join(ln for ln in probe.splitlines() if not ln.startswith("oom_kill ")).strip()
+            peaks = re.findall(r"^memory_peak (\d+)", probe, re.M)
+            peak = int(peaks[0]) if peaks else None  # a kernel without memory.peak: unknown, so the candidate's
+            gpu_name = "\n".join(ln for ln in probe.splitlines() if not ln.startswith(("oom_kill ", "memory_peak"))).strip()
         except (InfraError, BackendUnavailable):
             raise
         except Exception as e:
@@ -281,10 +283,13 @@ class ModalBackend:
             if reward is not None:
                 break
         strays = left_running(output) if not timed_out else []
-        broke = ([OUT_OF_MEMORY] if oom and not timed_out else []) + ([BACKGROUND_PROCESS] if strays and reward is not None else [])
+        memory = settings.get("memory")
+        memory_mb = memory[1] if memory else None
+        if oom and not timed_out and machine_oom(peak, memory_mb):
+            return GradeRun(None, rc, False, time.monotonic() - start, output, infra_error=machine_oom_error(peak, memory_mb))
+        broke = ([OUT_OF_MEMORY] if oom and not timed_out else []) + stray_reasons(strays, self.config.stray_processes)
         if broke:
-            memory = settings.get("memory")
-            reward = with_reasons(reward, broke, memory_mb=memory[1] if memory else None, strays=strays)
+            reward = limit_verdict(reward, broke, memory_mb=memory_mb, strays=strays)
         return GradeRun(reward, rc, timed_out, time.monotonic() - start, output, grader_seconds=grader_seconds(output),
                         notes=hardware_notes(task, settings["gpu"], gpu_name), trust_events=trust_events, trust_socket=False)
 

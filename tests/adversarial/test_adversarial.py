@@ -348,19 +348,17 @@ def test_without_cgroups_the_fallbacks_still_stop_them_and_say_so(monkeypatch):
 
 
 def test_a_broken_limit_puts_its_name_first_and_zeroes_the_reward():
-    from evaluator.backends.local import _limit_verdict
     from evaluator.backends.local_scratch import full as _scratch_full
-    from evaluator.sandbox import SandboxResult
+    from evaluator.grading_policy import limit_verdict
     from evaluator.verdict import from_reward_json
 
-    res = SandboxResult(0, False, 1.0, "", usage={"output_bytes": 10})
     graders = {"reward": 0.7, "speedup": 3.0, "hard_fails": "slow_path", "tests": {"passed": 5, "total": 5}}
-    raw = _limit_verdict(graders, ["out_of_memory", "background_process"], res, ["7:python3"], 512, Limits(memory_mb=1024))
+    raw = limit_verdict(graders, ["out_of_memory", "background_process"], memory_mb=1024, disk_mb=512, strays=["7:python3"])
     v = from_reward_json(raw, task="t", mode="candidate", backend="local", grader="hidden")
     assert v.status == Status.hard_fail and v.reward == 0.0 and v.speedup == 3.0
     assert v.hard_fail_reasons == ["out_of_memory", "background_process", "slow_path"]
     assert "1024 MiB" in raw["pesflow_limits"]["out_of_memory"] and "7:python3" in raw["pesflow_limits"]["background_process"]
-    assert _limit_verdict(None, ["disk_quota"], res, [], 512, Limits())["pesflow_grader_verdict"] is False
+    assert limit_verdict(None, ["disk_quota"], disk_mb=512)["pesflow_grader_verdict"] is False
     full = {"scratch_used": str(511 << 20), "scratch_total": str(512 << 20), "inodes_free": "100"}
     assert _scratch_full(full, 512) == "disk_quota"
     assert _scratch_full({**full, "scratch_used": str(100 << 20)}, 512) is None

@@ -39,11 +39,10 @@ from evaluator.backends.base import GradeRequest, GradeRun, InfraError, Prepared
 from evaluator.backends.docker.container import TRUST_OUT, Containers, _Dirty, _Warm
 from evaluator.backends.docker.engine import _exec, _exit_code, _read_file, _short, unenforced_limits
 from evaluator.backends.docker.image import BACKEND_VERSION, Images
-from evaluator.backends.in_container import (
-    BACKGROUND_PROCESS, OUT_OF_MEMORY, grader_script, grader_seconds, left_running, with_reasons,
-)
+from evaluator.backends.in_container import grader_script, grader_seconds, left_running
 from evaluator.config import DockerConfig
-from evaluator.limits import TOO_MANY_PROCESSES, cgroup_count, kill_members, unenforced_note
+from evaluator.grading_policy import limit_verdict, machine_oom, machine_oom_error, stray_reasons
+from evaluator.limits import OUT_OF_MEMORY, TOO_MANY_PROCESSES, cgroup_count, kill_members, unenforced_note
 from evaluator.parallel import Slot
 from evaluator.sandbox import BoundedSink
 from evaluator.task import DEV_ENGINES, Task, dev_engine_of
@@ -238,13 +237,10 @@ class DockerBackend:
         if w.oom > oom_before:
             # The container's OOM counter also counts the machine's OOM killer: a container that
             # never came near its limit was the machine's victim (the local backend's rule).
-            limit = (env.memory_mb or 0) << 20
-            if w.peak is not None and limit and w.peak < 0.9 * limit:
-                return infra(f"the machine ran out of memory while grading (the container used at most {w.peak >> 20} "
-                             f"of its {env.memory_mb} MiB); not the candidate's doing", rc, output)
+            if machine_oom(w.peak, env.memory_mb):
+                return infra(machine_oom_error(w.peak, env.memory_mb), rc, output)
             reasons.append(OUT_OF_MEMORY)
-        if strays and self.config.stray_processes == "fail":
-            reasons.append(BACKGROUND_PROCESS)
+        reasons += stray_reasons(strays, self.config.stray_processes)
         report = {"limits": {"memory_mb": env.memory_mb, "cpus": env.cpus, "pids": self.config.pids_limit,
                              "timeout_sec": request.timeout, "network": "none"},
                   "container": w.name, "container_gradings": w.gradings, "oom_kills": w.oom - oom_before,
@@ -252,7 +248,7 @@ class DockerBackend:
                   "unenforced": self.unenforced}
         (request.out_dir / "limits.json").write_text(json.dumps(report, indent=1))
         if reasons and not timed_out:
-            reward = with_reasons(reward, reasons, memory_mb=env.memory_mb, strays=strays, pids=self.config.pids_limit)
+            reward = limit_verdict(reward, reasons, memory_mb=env.memory_mb, strays=strays, pids=self.config.pids_limit)
         if not self.config.warm_containers:
             self.containers.discard(api, w)
         notes = [unenforced_note(self.unenforced, f"the container engine ({self._base_url}: rootless on cgroups v1) never",
