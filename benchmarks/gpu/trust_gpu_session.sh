@@ -53,8 +53,9 @@ cd /tmp/pesflow-code
 SET=(--set evaluator.local.install_steps=skip)
 k=0
 for name in ${CHEAT_TASKS:-}; do
-  python3 benchmarks/gpu/trust_gpu.py --grader both --tasks-root /tmp/bench/tasks --out $P/cheats-\$k.jsonl \\
-    --cache-dir /tmp/cache-c\$k ${CHEAT_ONLY:+--only $CHEAT_ONLY} "\$name" > $P/cheats-\$k.txt 2>&1 &
+  # the package first: --only takes every word after it
+  python3 benchmarks/gpu/trust_gpu.py "\$name" --grader both --tasks-root /tmp/bench/tasks --out $P/cheats-\$k.jsonl \\
+    --cache-dir /tmp/cache-c\$k ${CHEAT_ONLY:+--only $CHEAT_ONLY} > $P/cheats-\$k.txt 2>&1 &
   k=\$((k+1))
 done
 wait
