@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO))
 from agent.config import load_config  # noqa: E402
 from agent.search.session import start_run  # noqa: E402
 from tests.conftest import toy_tasks_root  # noqa: E402
-from tests.llm_server import Reply, ScriptedLLMServer  # noqa: E402
+from tests.llm_server import Reply, ScriptedLLMServer, roles  # noqa: E402
 from tests.test_near_duplicates import CLOSED, LOOP, spellings  # noqa: E402
 
 
@@ -39,14 +39,9 @@ def main() -> int:
     offers = {"loop": spellings(LOOP.replace("total += i * i", "total = total + i * i")), "closed": spellings(CLOSED)}
     turn = itertools.count()
 
-    def answer(req):
-        user = req.messages[-1]["content"]
-        if "You are the summarizer" in user:
-            return Reply(text=json.dumps({"children": {}, "memory": ["spellings"]}))
-        if "You are the planner" in user:
-            return Reply(text="Try either form.")
+    def executor(req):
         return Reply(text=f"toy/kernel.py\n```python\n{next(offers['closed' if next(turn) % 2 else 'loop'])}```\n")
-    with ScriptedLLMServer(answer) as server:
+    with ScriptedLLMServer(roles(executor, "Try either form.")) as server:
         cfg = load_config(sets=["llm.default=openai:test-model", f"llm.base_url={server.openai_base_url}",
                                 f"loop.rounds={args.rounds}", f"loop.children={args.children}", f"run.out={work / 'traces'}",
                                 "run.quiet=true", f"evaluator.local.cache_dir={work / 'cache'}", "loop.score_final_with_hidden=false"])

@@ -388,6 +388,19 @@ def scripted_search(executor: Callable[[int, str], str], plan: str = "Make it fa
     return respond
 
 
+def roles(executor: Responder, plan: str = "Keep the contract.", memory: str = "a lesson") -> Responder:
+    """A scripted model of three roles: the planner answers `plan`, the summarizer a JSON of no
+    lessons and one memory item, every other call (executors, fixes) `executor`."""
+    def respond(req: Request) -> Reply:
+        user = req.messages[-1]["content"]
+        if "You are the summarizer" in user:
+            return Reply(text=json.dumps({"children": {}, "memory": [memory]}))
+        if "You are the planner" in user:
+            return Reply(text=plan)
+        return executor(req)
+    return respond
+
+
 def distinct_children(req: Request) -> Reply:
     """A model for measuring throughput: every executor answers with its parent's first file plus
     one line naming the call (variant_line), so that every candidate is a new program and is

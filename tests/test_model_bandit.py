@@ -13,7 +13,7 @@ from agent.config import ConfigError, load_config
 from agent.llm.bandit import ModelBandit, gain
 from agent.search.session import replay_run, start_run
 from tests.conftest import toy_tasks_root
-from tests.llm_server import Reply, ScriptedLLMServer
+from tests.llm_server import Reply, ScriptedLLMServer, roles
 
 CLOSED = "def sum_squares(n):\n    return (n - 1) * n * (2 * n - 1) // 6\n"
 BROKEN = "def sum_squares(n):\n    return n * n\n"
@@ -58,16 +58,11 @@ def _search(tmp_path: Path, cache_dir: Path, answers: dict[str, str], prices: st
     table.write_text(prices)
     n = [0]
 
-    def answer(req):
-        user = req.messages[-1]["content"]
-        if "You are the summarizer" in user:
-            return Reply(text=json.dumps({"children": {}, "memory": ["models"]}))
-        if "You are the planner" in user:
-            return Reply(text="Use the closed form.")
+    def executor(req):
         n[0] += 1
         code = answers["openai:" + req.model]
         return Reply(text=f"toy/kernel.py\n```python\n{code}_pesflow_variant = {n[0]}\n```\n")
-    with ScriptedLLMServer(answer) as server:
+    with ScriptedLLMServer(roles(executor, "Use the closed form.")) as server:
         cfg = load_config(sets=["llm.default=openai:good", f"llm.base_url={server.openai_base_url}", f"llm.prices={table}",
                                 f'llm.models={json.dumps({"executor": sorted(answers)})}', "loop.rounds=8", "loop.children=2",
                                 f"run.out={tmp_path / 'traces'}", "run.quiet=true", f"evaluator.local.cache_dir={cache_dir}",

@@ -13,7 +13,7 @@ from agent.config import load_config
 from agent.population.code_key import code_key
 from agent.search.session import start_run
 from tests.conftest import toy_tasks_root
-from tests.llm_server import Reply, ScriptedLLMServer
+from tests.llm_server import Reply, ScriptedLLMServer, roles
 
 LOOP = "def sum_squares(n):\n    total = 0\n    for i in range(n):\n        total += i * i\n    return total\n"
 
@@ -60,15 +60,10 @@ def test_a_search_offered_two_programs_in_many_spellings_grades_each_once(tmp_pa
     offers = {"loop": spellings(LOOP.replace("total += i * i", "total = total + i * i")), "closed": spellings(CLOSED)}
     turn = itertools.count()
 
-    def answer(req):
-        user = req.messages[-1]["content"]
-        if "You are the summarizer" in user:
-            return Reply(text=json.dumps({"children": {}, "memory": ["spellings"]}))
-        if "You are the planner" in user:
-            return Reply(text="Try either form.")
+    def executor(req):
         which = "closed" if next(turn) % 2 else "loop"
         return Reply(text=f"toy/kernel.py\n```python\n{next(offers[which])}```\n")
-    with ScriptedLLMServer(answer) as server:
+    with ScriptedLLMServer(roles(executor, "Try either form.")) as server:
         cfg = load_config(sets=["llm.default=openai:test-model", f"llm.base_url={server.openai_base_url}", "loop.rounds=5",
                                 "loop.children=4", f"run.out={tmp_path / 'traces'}", "run.quiet=true",
                                 f"evaluator.local.cache_dir={cache_dir}", "llm.timeout_sec=20", "loop.score_final_with_hidden=false"])

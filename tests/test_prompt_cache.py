@@ -18,7 +18,7 @@ from agent.llm.types import Usage
 from agent.rundir.schema import journal_totals
 from agent.search.session import start_run
 from tests.conftest import toy_tasks_root
-from tests.llm_server import Reply, ScriptedLLMServer, commenting_children
+from tests.llm_server import Reply, ScriptedLLMServer, commenting_children, roles
 
 KEY = "sk-test-0123456789abcdef"
 FAST = RetryPolicy(max_attempts=2, backoff_base_s=0.01, backoff_max_s=0.05, timeout_s=10)
@@ -105,15 +105,8 @@ def test_a_round_s_prompts_share_their_opening_block_and_its_cached_tokens_are_j
     notes = "".join(f"- Note {i}: inputs are lists of floats; keep the sum's rounding exactly as the reference's.\n" for i in range(80))
     (pkg / "instruction.md").write_text((pkg / "instruction.md").read_text() + "\n## Notes\n" + notes)
 
-    def answer(req):
-        user = req.messages[-1]["content"]
-        if "You are the summarizer" in user:
-            return Reply(text=json.dumps({"children": {}, "memory": ["a lesson"]}))
-        if "You are the planner" in user:
-            return Reply(text="Use a closed form.")
-        return commenting_children(req)
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
-    with ScriptedLLMServer(answer) as server:
+    with ScriptedLLMServer(roles(commenting_children, "Use a closed form.")) as server:
         cfg = load_config(sets=[f"llm.default=anthropic:{MODELS['anthropic']}", f"llm.base_url={server.anthropic_base_url}",
                                 "loop.rounds=1", "loop.children=2", f"run.out={tmp_path / 'traces'}", "run.quiet=true",
                                 f"evaluator.local.cache_dir={cache_dir}", "llm.timeout_sec=20", "loop.score_final_with_hidden=false"])
@@ -123,8 +116,8 @@ def test_a_round_s_prompts_share_their_opening_block_and_its_cached_tokens_are_j
     events = [json.loads(ln) for ln in (run_dir / "journal.jsonl").read_text().splitlines() if ln.strip()]
     calls = [e["data"] for e in events if e["kind"] == "llm_call" and e["data"].get("tag", "").startswith("r1/")]
     users = [c["messages"][-1] for c in calls]
-    roles = sorted(c["role"] for c in calls)
-    assert roles == ["executor", "executor", "planner", "summarizer"], roles
+    role_names = sorted(c["role"] for c in calls)
+    assert role_names == ["executor", "executor", "planner", "summarizer"], role_names
     # the planner, both executors and the summarizer open with the task, the edit rules and the parent's code
     opening = min(u["breaks"][1] for u in users)
     assert len({u["content"][:opening] for u in users}) == 1
