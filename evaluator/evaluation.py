@@ -31,7 +31,8 @@ from evaluator.hardware import gpu_available
 from evaluator.task import OFFICIAL_URL, Task, TaskError, load_task, task_roots
 from evaluator.trust import watch, written
 from evaluator.trust.screen import Graded, Prober, TrustScreen
-from evaluator.verdict import PackageRef, Status, Verdict, from_reward_json, read_reward_file, withhold_untrusted
+from evaluator.trust.findings import withhold_untrusted
+from evaluator.verdict import PackageRef, Status, Verdict, from_reward_json, read_reward_file
 
 Mode = Literal["candidate", "noop", "oracle", "negative"]
 

@@ -1,7 +1,9 @@
-"""What a grading's broken limits mean, for every backend alike (issue 41): local, docker, Modal
-and Ray report what happened (an OOM kill with the grading's peak, refused forks, processes left
-running, a full disk); these functions decide, so one candidate gets one verdict and one
-wording wherever it is graded.
+"""What a grading's broken limits mean, for every backend alike (issue 41): local, docker and Modal
+fill a GradingReport with what they saw (the grader's exit, its times, what it wrote, an OOM kill
+with the grading's peak, limits a mechanism saw broken, processes left running, signals); one
+function, grading_result, turns it into the GradeRun the evaluator reads, so one candidate gets
+one verdict and one wording wherever it is graded (Ray grades with the local or docker backend on
+its node, so the same function decides there).
 
 - A broken limit is the candidate's failure: its reason first among the grader's own, reward 0.
 - An out-of-memory kill is the machine's, not the candidate's, when the grading's peak stayed
@@ -13,8 +15,10 @@ wording wherever it is graded.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
+from evaluator.backends.base import GradeRun
 from evaluator.limits import DISK_QUOTA, OUT_OF_MEMORY, OUTPUT_LIMIT, TOO_MANY_PROCESSES, machine_oom
 
 BACKGROUND_PROCESS = "background_process"
@@ -59,3 +63,68 @@ def machine_oom_error(peak_bytes: int | None, limit_mb: int | None) -> str:
 def stray_reasons(strays: list[str], policy: str) -> list[str]:
     """A process left running past the grader: a failure under `fail`, nothing under `kill`."""
     return [BACKGROUND_PROCESS] if strays and policy == "fail" else []
+
+
+@dataclass
+class GradingReport:
+    """What a backend saw of one grading, before any policy: the figures, never a decision."""
+
+    returncode: int
+    output: str
+    seconds: float  # the whole grading's wall time, as the backend measured it
+    reward: dict[str, Any] | None = None  # what the grading wrote: its verdict file, parsed (None: none)
+    timed_out: bool = False  # stopped at the grading's timeout
+    grader_seconds: float | None = None  # the grader's own run time, measured inside the sandbox
+    breaches: list[str] = field(default_factory=list)  # limits a mechanism saw broken (refused forks, a full disk...)
+    oom_killed: bool = False  # the kernel's OOM killer acted on the grading's memory group
+    memory_peak_bytes: int | None = None  # the group's peak, the OOM kill's evidence (None: unknown)
+    strays: list[str] = field(default_factory=list)  # "pid:name" of processes that outlived the grader
+    signalled: bool = False  # something in the grading signalled the sandbox's init
+    forged: bool = False  # a result file changed after the grader returned
+    memory_mb: int | None = None  # the limits enforced, for the verdict's wording
+    pids: int | None = None
+    disk_mb: int | None = None
+    output_mb: int | None = None
+    infra_error: str | None = None  # the backend's own failure (setup, a dead container): not the candidate's
+    fault: str | None = None  # the machine's software failed under the grader (a stand-in's missing module)
+    notes: list[str] = field(default_factory=list)
+    trust_events: list[dict[str, Any]] = field(default_factory=list)
+    trust_socket: bool = False
+
+
+def grading_result(report: GradingReport, stray_policy: str) -> GradeRun:
+    """The one reading of a report: the machine's faults are infra errors; a broken limit is the
+    candidate's failure, and the cause where a timeout followed it (a fork bomb retries until the
+    clock runs out); after a timeout nothing else is held against the grading."""
+    r = report
+
+    def infra(message: str) -> GradeRun:
+        return GradeRun(None, r.returncode, False, r.seconds, r.output, infra_error=message, notes=list(r.notes))
+
+    if r.infra_error:
+        return infra(r.infra_error)
+    if r.oom_killed and machine_oom(r.memory_peak_bytes, r.memory_mb):
+        return infra(machine_oom_error(r.memory_peak_bytes, r.memory_mb))
+    broken = list(dict.fromkeys([*r.breaches, *([OUT_OF_MEMORY] if r.oom_killed else [])]))
+    timed_out, reward = r.timed_out, r.reward
+    if timed_out and broken:
+        timed_out, reward = False, None  # the limit stopped it; what the grader wrote is not a verdict
+    reasons: list[str] = []
+    if not timed_out:
+        reasons = broken + stray_reasons(r.strays, stray_policy)
+        reasons += [SANDBOX_TAMPERING] if r.signalled else []
+        reasons += [RESULT_FORGED] if r.forged else []
+    if reasons:
+        reward = limit_verdict(reward, reasons, memory_mb=r.memory_mb, pids=r.pids, disk_mb=r.disk_mb,
+                               output_mb=r.output_mb, strays=r.strays)
+    elif r.fault and not timed_out and failed_verdict(reward):
+        return infra(r.fault)
+    return GradeRun(reward, r.returncode, timed_out, r.seconds, r.output, grader_seconds=r.grader_seconds,
+                    notes=list(r.notes), trust_events=r.trust_events, trust_socket=r.trust_socket)
+
+
+def failed_verdict(reward: dict[str, Any] | None) -> bool:
+    """No verdict, or one with hard fails: a failure the machine's software could explain."""
+    if reward is None:
+        return True
+    return bool(reward.get("hard_fail_reasons") or reward.get("hard_fails"))

@@ -486,6 +486,9 @@ def count_namespace(pid1: int) -> int:
 
 
 MACHINE_OOM_SHARE = 0.9
+# A process still running this long after the grader returned is a stray (helpers still exiting,
+# e.g. a compile pool, get that long); every backend waits the same (issue 41).
+STRAY_GRACE_SEC = 2.0
 
 
 def machine_oom(peak_bytes: int | None, limit_mb: int | None) -> bool:

@@ -27,7 +27,8 @@ class DevFigure(BaseModel):
     baseline: float | None = None  # the same figure for the unchanged code (the dev engine's noop)
 
 
-def _num(v: Any) -> float | None:
+def finite_number(v: Any) -> float | None:
+    """v as a finite float, else None (a grader's field may be anything)."""
     try:
         f = float(v)
     except (TypeError, ValueError):
@@ -38,7 +39,7 @@ def _num(v: Any) -> float | None:
 def dev_value(raw: dict[str, Any]) -> tuple[str, float] | None:
     """The dev engine's figure and its key: `speedup`, else `dev_score`, else `reward`."""
     for key in ("speedup", "dev_score", "reward"):
-        v = _num(raw.get(key))
+        v = finite_number(raw.get(key))
         if v is not None:
             return key, v
     return None

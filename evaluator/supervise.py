@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evaluator.limits import STRAY_GRACE_SEC
 from evaluator.sandbox import CTL_READ, CTL_WRITE, q
 
 
@@ -77,7 +78,7 @@ with open(status, "a") as f:
 
 def supervised_command(command: str, *, proc: Path, status: Path, python: str, copy_out: list[tuple[Path, Path]],
                        max_file_bytes: int, max_total_bytes: int, scratch: Path | None = None,
-                       stray_grace: float = 2.0, results: list[Path] = (),  # type: ignore[assignment]
+                       stray_grace: float = STRAY_GRACE_SEC, results: list[Path] = (),  # type: ignore[assignment]
                        bulk_copy: list[tuple[Path, Path]] = (), bulk_bytes: tuple[int, int] = (64 << 20, 256 << 20),  # type: ignore[assignment]
                        follow: Path | None = None, warm: str | None = None, after_grader: str = "",
                        warm_over: Path | None = None, warm_late: bool = False) -> str:

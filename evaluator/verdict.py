@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import math
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from evaluator.scoring import DevFigure
+from evaluator.scoring import DevFigure, finite_number as _num
 from evaluator.trust.findings import Trust, is_result
 
 
@@ -46,7 +45,7 @@ class Verdict(BaseModel):
     backend: str
     grader: str  # "dev" or "hidden"
     status: Status
-    reward: float | None = 0.0  # None: withheld, the grading was tampered with (see untrusted_reasons)
+    reward: float | None = 0.0  # None: withheld, the grading was tampered with (trust/findings.py)
     speedup: float | None = None
     ref_speedup: float | None = None
     ref_speedup_source: str | None = None  # where the package's anchor was read, and who measured it (Anchor.describe)
@@ -96,43 +95,6 @@ def is_correct(status: str, hard_fail_reasons: list[str] | None) -> bool:
     if str(status) == Status.hard_fail.value and not reasons:
         return False
     return str(status) in (Status.ok.value, Status.hard_fail.value) and not code_reasons(reasons)
-
-
-# Gates that say the grading itself was tampered with, so that its figures are not figures:
-# the sandbox's (something outlived the grader, signalled its init, rewrote a result after it)
-# and the graders' anti-cheat gates (our bundled graders' names; the format's graders set
-# anti_cheat_ok=false in /logs/verifier/verifier_state.json).
-TAMPERING = ("background_process", "sandbox_tampering", "result_forged_after_grader")
-ANTI_CHEAT_PREFIXES = ("forbidden_runtime:", "forbidden_pattern:", "timer_patched", "side_stream_escape",
-                       "output_cached", "baseline_called", "inputs_mutated", "beyond_roofline")
-
-
-def untrusted_reasons(reasons: list[str], state: dict[str, Any] | None = None) -> list[str]:
-    """The reasons (of `reasons`, and of the grader's state file) why a grading's speedup and
-    reward cannot be believed; empty when they can."""
-    out = [r for r in reasons if r in TAMPERING or r.startswith(ANTI_CHEAT_PREFIXES)]
-    if isinstance(state, dict) and state.get("anti_cheat_ok") is False:
-        out.append("anti_cheat_failed")
-    return out
-
-
-def withhold_untrusted(v: Verdict, state: dict[str, Any] | None = None) -> Verdict:
-    """A tampered grading keeps its reasons and loses its figures: speedup and reward become
-    null (`raw`, the grader's file as written, stays for the log folder's verdict.json only), so
-    no prompt, table or report shows a forged number."""
-    why = untrusted_reasons(v.hard_fail_reasons, state)
-    if why:
-        v.speedup = v.reward = None
-        v.message += f"; speedup and reward withheld: the grading was tampered with ({', '.join(why[:3])})"
-    return v
-
-
-def _num(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
 
 
 def _reasons(raw: dict[str, Any]) -> list[str]:

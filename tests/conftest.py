@@ -51,8 +51,21 @@ def toy_tasks_root(root: Path, name: str = "toy-sum") -> Path:
 def scores_nothing(v) -> bool:
     """Reward 0; and when a gate says the grading was tampered with, no figures at all (speedup
     and reward null), so that no forged number can be shown anywhere."""
-    from evaluator.verdict import untrusted_reasons
+    from evaluator.trust.findings import untrusted_reasons
 
     if untrusted_reasons(v.hard_fail_reasons):
         return v.reward is None and v.speedup is None
     return v.reward == 0.0
+
+
+def policy_gist(v) -> tuple:  # noqa: ANN001
+    """What the one grading policy (evaluator/grading_policy.py) decides, as a user reads it: the
+    status, the reasons it named (first, before the grader's own) and their sentences; a stray's
+    pid and name are the machine's, so they are left out of the sentence."""
+    import re
+
+    from evaluator.grading_policy import WORDS
+
+    said = {r: re.sub(r"\d+:\S+", "PID:NAME", text) for r, text in (v.raw.get("pesflow_limits") or {}).items()}
+    named = [r for r in v.hard_fail_reasons if r in WORDS or r == "timeout"]
+    return v.status, named, said, scores_nothing(v)

@@ -158,7 +158,7 @@ class Sandbox:
             reward = {"reward": 1.0 if speedup > 2 else 0.0, "speedup": speedup, "hard_fail_reasons": [],
                       "tests": {"passed": 5, "total": 5}, "saw_tests": hidden}
             self.logs["verifier/reward.json" if "/tests/test.sh" in script else "loop/dev/reward.json"] = json.dumps(reward).encode()
-            out = f"graded\n@@pesflow:grader_ns=123000000\n@@pesflow:strays={self.rec.strays}\n"
+            out = f"graded\n@@pesflow:grader_ns=123000000\n@@pesflow:strays={self.rec.strays}\n@@pesflow:forged={self.rec.forged}\n"
             return Process(out.encode() if not text else out)
         return Process(b"" if not text else "")
 
@@ -172,6 +172,7 @@ class Recorder:
         self.oom = False
         self.peak: int | None = None  # the sandbox's memory.peak, where the kernel keeps one
         self.strays = ""  # what the grader's last line lists as left running ("7:sleep")
+        self.forged = ""  # the result files the grader's script found rewritten after it returned
         self.create_delay = 0.0  # seconds Sandbox.create takes (a queue for quota)
         self.trust_out: dict[str, bytes] = {}  # what the guard left in /.pesflow-trust-out
         self.startup_written: list[str] = []  # startup files the grading 'writes' (written.LIST_STARTUP's lines)

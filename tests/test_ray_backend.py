@@ -31,7 +31,7 @@ from evaluator.backends.base import BackendUnavailable
 from evaluator.config import EvaluatorConfig, RayConfig
 from evaluator.evaluation import CandidateSource, Evaluator
 from evaluator.verdict import Status
-from tests.conftest import REPO, needs_root, toy_tasks_root
+from tests.conftest import REPO, needs_root, policy_gist, toy_tasks_root
 from tests.test_docker_backend import engine_url  # noqa: F401 (fixture)
 
 ray = pytest.importorskip("ray")
@@ -122,6 +122,26 @@ def test_cpu_gradings_give_the_local_backends_verdicts(cluster, tasks_root, shar
     assert len(marks) == 1 and len(marks[0].read_text().splitlines()) == 1
     local.close()
     ev.close()
+
+
+def test_a_memory_hog_and_a_leftover_process_get_the_local_backends_verdict_and_wording(cluster, tasks_root, shared, tmp_path):
+    # issue 41: the node grades with the local backend, so the one grading policy decides there too
+    local_cfg = EvaluatorConfig()
+    local_cfg.local.cache_dir = str(shared / "backend")
+    local = Evaluator(local_cfg, tasks_roots=[tasks_root], log_root=tmp_path / "local")
+    ev = make(cluster, tasks_root, shared, tmp_path)
+    hog = "hog = []\nwhile True:\n    hog.append(b'x' * (32 << 20))\n"
+    stray = ("import subprocess\nsubprocess.Popen(['sleep', '300'], start_new_session=True, stdin=subprocess.DEVNULL,"
+             " stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n")
+    try:
+        for code, reason in ((hog, "out_of_memory"), (stray, "background_process")):
+            cand = CandidateSource(files={"toy/kernel.py": FAST + code})
+            got = ev.evaluate("kfc/toy-sum", candidate=cand, grader="hidden")
+            want = local.evaluate("kfc/toy-sum", candidate=cand, grader="hidden")
+            assert policy_gist(got) == policy_gist(want) and policy_gist(got)[1][0] == reason, (got.message, want.message)
+    finally:
+        local.close()
+        ev.close()
 
 
 def test_gpu_gradings_land_one_per_logical_gpu_with_its_devices_set(cluster, tasks_root, shared, tmp_path):

@@ -35,7 +35,7 @@ from evaluator.backends.local_root import Layout, RootError, RootPlan, bind_line
 from evaluator.backends.standin import StandIn, StandInError, discover, stand_in_fault
 from evaluator.config import LocalConfig
 from evaluator.hardware import gpu_mounts
-from evaluator.grading_policy import RESULT_FORGED, SANDBOX_TAMPERING, limit_verdict, machine_oom_error, stray_reasons
+from evaluator.grading_policy import GradingReport, failed_verdict, grading_result
 from evaluator.limits import HOST_OUT_OF_MEMORY, OUT_OF_MEMORY, Limits, sweep_leftovers, unenforced_note
 from evaluator.task import BUNDLED_TASKS, NOT_IN_IMAGE, Task, package_hash
 from evaluator.trust import collect, instrument, written
@@ -261,48 +261,43 @@ class LocalBackend:
         """The grading's GradeRun from its sandbox's result and what the init copied out."""
         task = prepared.task
         status = supervise.read_status(run_dir / "status")
+        report = GradingReport(res.returncode, res.output, res.seconds, timed_out=res.killed == "timeout",
+                               grader_seconds=_grader_seconds(status), memory_mb=limits.memory_mb, pids=limits.pids,
+                               disk_mb=scratch_mb, output_mb=round(res.usage.get("output_bytes", 0) / (1 << 20)),
+                               memory_peak_bytes=res.usage.get("memory_peak_bytes"), trust_events=trust_events,
+                               trust_socket=any(e.get("via") == "socket" for e in trust_events))
         if READY not in res.output and not res.killed:
-            return GradeRun(None, res.returncode, False, res.seconds, res.output,
-                            infra_error=f"sandbox setup failed: {last_line(res.output)}")
-        if res.killed == HOST_OUT_OF_MEMORY:
-            return GradeRun(None, res.returncode, False, res.seconds, res.output,
-                            infra_error=machine_oom_error(res.usage.get("memory_peak_bytes"), limits.memory_mb))
+            report.infra_error = f"sandbox setup failed: {last_line(res.output)}"
+            return grading_result(report, self.config.stray_processes)
+        if res.killed == HOST_OUT_OF_MEMORY:  # the sandbox stopped it as an OOM kill; the policy says whose
+            report.oom_killed = True
+            return grading_result(report, self.config.stray_processes)
         _copy_logs(run_dir / "out/logs", request.out_dir / "logs", self.config.max_log_bytes)
-        reward = None
         for rel in results:
-            reward = read_reward_file(run_dir / "out" / rel.lstrip("/"))
-            if reward is not None:
+            report.reward = read_reward_file(run_dir / "out" / rel.lstrip("/"))
+            if report.reward is not None:
                 break
         (request.out_dir / "grader_output.log").write_text(res.output)
         breach = res.killed if res.killed != "timeout" else None
         logs_text = _logs_text(request.out_dir / "logs")
         breach = breach or local_scratch.full(status, scratch_mb) or _address_space_full(res, status, logs_text)
-        strays = status.get("strays", "").split()
-        report = {"limits": {"memory_mb": limits.memory_mb, "pids": limits.pids, "disk_mb": scratch_mb,
-                             "output_mb": self.config.max_output_mb, "timeout_sec": request.timeout},
-                  "killed": res.killed, "breach": breach, "strays": strays, "usage": res.usage,
-                  "signalled": status.get("signalled") or ("USR1" if status.get("stopped") and not res.killed else None),
-                  "scratch_used_bytes": local_scratch.as_int(status.get("scratch_used")), "warnings": res.warnings,
-                  "writable": plan.layout.writable, "host_areas": plan.layout.areas,
-                  "sandbox": iso.mode, "mechanisms": _mechanisms(res, scratch_mb), "unenforced": res.unenforced}
-        (request.out_dir / "limits.json").write_text(json.dumps(report, indent=1))
-        notes = _read_only_notes(res.output + logs_text, plan.layout.writable) + _unenforced_notes(res.unenforced, iso)
-        if res.killed != "timeout":
-            reasons = ([breach] if breach else []) + stray_reasons(strays, self.config.stray_processes)
-            if status.get("signalled") or (status.get("stopped") and not res.killed):
-                reasons.append(SANDBOX_TAMPERING)  # the init was signalled from inside
-            if status.get("forged"):
-                reasons.append(RESULT_FORGED)  # a result file changed after the grader had returned
-            if reasons:
-                reward = limit_verdict(reward, reasons, memory_mb=limits.memory_mb, pids=limits.pids, disk_mb=scratch_mb,
-                                       output_mb=round(res.usage.get("output_bytes", 0) / (1 << 20)), strays=strays)
-            elif _failed(reward) and request.command is None:
-                fault = stand_in_fault(res.output + logs_text, self.stand_in().python, task.root)
-                if fault:
-                    return GradeRun(None, res.returncode, False, res.seconds, res.output, infra_error=fault)
-        return GradeRun(reward, res.returncode, res.killed == "timeout", res.seconds, res.output,
-                        grader_seconds=_grader_seconds(status), notes=notes, trust_events=trust_events,
-                        trust_socket=any(e.get("via") == "socket" for e in trust_events))
+        report.oom_killed = breach == OUT_OF_MEMORY and res.killed == OUT_OF_MEMORY
+        report.breaches = [breach] if breach and not report.oom_killed else []
+        report.strays = status.get("strays", "").split()
+        report.signalled = bool(status.get("signalled") or (status.get("stopped") and not res.killed))
+        report.forged = bool(status.get("forged"))  # a result file changed after the grader had returned
+        limits_seen = {"limits": {"memory_mb": limits.memory_mb, "pids": limits.pids, "disk_mb": scratch_mb,
+                                  "output_mb": self.config.max_output_mb, "timeout_sec": request.timeout},
+                       "killed": res.killed, "breach": breach, "strays": report.strays, "usage": res.usage,
+                       "signalled": status.get("signalled") or ("USR1" if status.get("stopped") and not res.killed else None),
+                       "scratch_used_bytes": local_scratch.as_int(status.get("scratch_used")), "warnings": res.warnings,
+                       "writable": plan.layout.writable, "host_areas": plan.layout.areas,
+                       "sandbox": iso.mode, "mechanisms": _mechanisms(res, scratch_mb), "unenforced": res.unenforced}
+        (request.out_dir / "limits.json").write_text(json.dumps(limits_seen, indent=1))
+        report.notes = _read_only_notes(res.output + logs_text, plan.layout.writable) + _unenforced_notes(res.unenforced, iso)
+        if failed_verdict(report.reward) and request.command is None:
+            report.fault = stand_in_fault(res.output + logs_text, self.stand_in().python, task.root)
+        return grading_result(report, self.config.stray_processes)
 
     # ---------------------------------------------------------------- the trust screen's guard
     def _trust_setup(self, run_dir: Path, prepared: Prepared, request: GradeRequest) -> Path | None:
@@ -402,14 +397,6 @@ def _copy_logs(src: Path, dest: Path, limit: int) -> int:
     return n
 
 
-
-
-def _failed(reward: dict[str, Any] | None) -> bool:
-    """No verdict, or one with hard fails: worth asking whether the stand-in was to blame."""
-    if reward is None:
-        return True
-    hard = reward.get("hard_fail_reasons") or reward.get("hard_fails")
-    return bool(hard)
 
 
 def _logs_text(logs: Path, limit: int = 4 << 20) -> str:

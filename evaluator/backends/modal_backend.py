@@ -51,10 +51,9 @@ from typing import Any
 from evaluator.backends import archive
 from evaluator.backends.base import BackendUnavailable, Capabilities, GradeRequest, GradeRun, InfraError, Prepared, command_for
 from evaluator.backends.build_context import build_context
-from evaluator.backends.in_container import grader_script, grader_seconds, left_running
+from evaluator.backends.in_container import forged_results, grader_script, grader_seconds, left_running
 from evaluator.config import ModalConfig
-from evaluator.grading_policy import limit_verdict, machine_oom, machine_oom_error, stray_reasons
-from evaluator.limits import OUT_OF_MEMORY
+from evaluator.grading_policy import GradingReport, grading_result
 from evaluator.dockerfile import DockerfileError
 from evaluator.sandbox import BoundedSink
 from evaluator.task import DEV_ENGINES, NOT_IN_IMAGE, Task, dev_engine_of, package_hash
@@ -223,7 +222,7 @@ class ModalBackend:
         if err is not None:
             if type(err).__name__ == "ResourceExhaustedError":  # modal.exception's: no capacity, after its own wait
                 raise BackendUnavailable(f"Modal has no capacity for a sandbox ({settings.get('gpu') or 'CPU'}): "
-                                         f"{_short(err)}") from None
+                                         f"{_short(err)}; try again later, or ask for another type with evaluator.modal.gpu") from None
             raise err
         return box["sb"]
 
@@ -248,7 +247,7 @@ class ModalBackend:
             if deletions:
                 command = f"rm -f -- {' '.join(shlex.quote(p) for p in deletions)}; {command}"
             startup = _run(sb, "sh", "-c", written.LIST_STARTUP)[1] if request.trust is not None else ""
-            rc, output, timed_out = self._run_grader(sb, grader_script(command, "", spare_existing=True), request)
+            rc, output, timed_out = self._run_grader(sb, grader_script(command, "", spare_existing=True, results=results), request)
             (request.out_dir / "grader_output.log").write_text(output)
             logs = request.out_dir / "logs"
             _, tar = _run(sb, "sh", "-c", "cd /logs 2>/dev/null && tar -cf - . || true", text=False)
@@ -282,16 +281,13 @@ class ModalBackend:
             reward = read_reward_file(logs / rel[len("/logs/"):]) if rel.startswith("/logs/") else None
             if reward is not None:
                 break
-        strays = left_running(output) if not timed_out else []
         memory = settings.get("memory")
-        memory_mb = memory[1] if memory else None
-        if oom and not timed_out and machine_oom(peak, memory_mb):
-            return GradeRun(None, rc, False, time.monotonic() - start, output, infra_error=machine_oom_error(peak, memory_mb))
-        broke = ([OUT_OF_MEMORY] if oom and not timed_out else []) + stray_reasons(strays, self.config.stray_processes)
-        if broke:
-            reward = limit_verdict(reward, broke, memory_mb=memory_mb, strays=strays)
-        return GradeRun(reward, rc, timed_out, time.monotonic() - start, output, grader_seconds=grader_seconds(output),
-                        notes=hardware_notes(task, settings["gpu"], gpu_name), trust_events=trust_events, trust_socket=False)
+        report = GradingReport(rc, output, time.monotonic() - start, reward=reward, timed_out=timed_out,
+                               grader_seconds=grader_seconds(output), oom_killed=bool(oom), memory_peak_bytes=peak,
+                               memory_mb=memory[1] if memory else None, strays=left_running(output) if not timed_out else [],
+                               forged=bool(forged_results(output)),
+                               notes=hardware_notes(task, settings["gpu"], gpu_name), trust_events=trust_events)
+        return grading_result(report, self.config.stray_processes)
 
     def _write_candidate(self, sb: Any, root: str, files: dict[str, str | None]) -> list[str]:
         self._put(sb, {f"{root}/{rel}": (text.encode(), 0o644, 0, 0) for rel, text in files.items() if text is not None})

@@ -5,6 +5,13 @@ time.perf_counter by submission/kernel.py:14`). The rules and families are one t
 inside/pesflow_rules.py, which the code inside the grading loads too; every screen (runtime
 guard, probes, static read) reports by rule id, so a reader, a lesson or a table says the same
 thing whichever screen saw it.
+
+This module is the one owner of "can this grading's figures be believed", in two steps:
+- the grading itself (withhold_untrusted): where the sandbox saw it tampered with, or the
+  package's own grader named a cheat by its anti-cheat gates, its speedup and reward are not
+  figures at all and are withheld (a grader's gate `output_cached` is the grader's word);
+- the screens (is_result): a grading the screens found suspect (a finding of family
+  `output_cached` is pesflow's word) keeps its figures in its log but they never count.
 """
 
 from __future__ import annotations
@@ -93,3 +100,32 @@ def is_result(trust: "Trust | dict | None") -> bool:
     if decision is not None:
         return decision
     return not t.suspect
+
+
+# Gates that say the grading itself was tampered with, so that its figures are not figures:
+# the sandbox's (something outlived the grader, signalled its init, rewrote a result after it)
+# and the graders' anti-cheat gates (our bundled graders' names; the format's graders set
+# anti_cheat_ok=false in /logs/verifier/verifier_state.json).
+TAMPERING = ("background_process", "sandbox_tampering", "result_forged_after_grader")
+ANTI_CHEAT_PREFIXES = ("forbidden_runtime:", "forbidden_pattern:", "timer_patched", "side_stream_escape",
+                       "output_cached", "baseline_called", "inputs_mutated", "beyond_roofline")
+
+
+def untrusted_reasons(reasons: list[str], state: dict[str, Any] | None = None) -> list[str]:
+    """The reasons (of `reasons`, and of the grader's state file) why a grading's speedup and
+    reward cannot be believed; empty when they can."""
+    out = [r for r in reasons if r in TAMPERING or r.startswith(ANTI_CHEAT_PREFIXES)]
+    if isinstance(state, dict) and state.get("anti_cheat_ok") is False:
+        out.append("anti_cheat_failed")
+    return out
+
+
+def withhold_untrusted(v: Any, state: dict[str, Any] | None = None) -> Any:
+    """A tampered grading (v, an evaluator.verdict.Verdict) keeps its reasons and loses its figures: speedup and reward become
+    null (`raw`, the grader's file as written, stays for the log folder's verdict.json only), so
+    no prompt, table or report shows a forged number."""
+    why = untrusted_reasons(v.hard_fail_reasons, state)
+    if why:
+        v.speedup = v.reward = None
+        v.message += f"; speedup and reward withheld: the grading was tampered with ({', '.join(why[:3])})"
+    return v

@@ -39,10 +39,10 @@ from evaluator.backends.base import GradeRequest, GradeRun, InfraError, Prepared
 from evaluator.backends.docker.container import TRUST_OUT, Containers, _Dirty, _Warm
 from evaluator.backends.docker.engine import _exec, _exit_code, _read_file, _short, unenforced_limits
 from evaluator.backends.docker.image import BACKEND_VERSION, Images
-from evaluator.backends.in_container import grader_script, grader_seconds, left_running
+from evaluator.backends.in_container import forged_results, grader_script, grader_seconds, left_running
 from evaluator.config import DockerConfig
-from evaluator.grading_policy import limit_verdict, machine_oom, machine_oom_error, stray_reasons
-from evaluator.limits import OUT_OF_MEMORY, TOO_MANY_PROCESSES, cgroup_count, kill_members, unenforced_note
+from evaluator.grading_policy import GradingReport, grading_result
+from evaluator.limits import TOO_MANY_PROCESSES, cgroup_count, kill_members, unenforced_note
 from evaluator.parallel import Slot
 from evaluator.sandbox import BoundedSink
 from evaluator.task import DEV_ENGINES, Task, dev_engine_of
@@ -188,7 +188,7 @@ class DockerBackend:
             deletions = self._write_candidate(api, prepared, w, request.files)
             if deletions:
                 command = f"rm -f -- {' '.join(shlex.quote(p) for p in deletions)}; {command}"
-            rc, output, timed_out, broke, bombed = self._run_grader(api, w, grader_script(command, w.keep), request)
+            rc, output, timed_out, broke, bombed = self._run_grader(api, w, grader_script(command, w.keep, results=results), request)
             (request.out_dir / "grader_output.log").write_text(output)
             self._copy_logs(api, w, request.out_dir / "logs")
             trust_events = self._trust_events(api, w, events, request) if events is not None else []
@@ -224,39 +224,32 @@ class DockerBackend:
             trust_events += written.from_changes(w.changed, w.writable, written.candidate_paths(task.scope, request.files), w.texts)
         env = task.toml.environment
         forks_refused = w.pids_max > pids_before
+        report = GradingReport(rc, output, time.monotonic() - start, reward=reward, timed_out=timed_out,
+                               grader_seconds=grader_seconds(output), oom_killed=w.oom > oom_before,
+                               memory_peak_bytes=w.peak, memory_mb=env.memory_mb, pids=self.config.pids_limit,
+                               trust_events=trust_events, trust_socket=any(e.get("via") == "socket" for e in trust_events))
         if broke and not forks_refused:
-            return infra(f"the grader's output stream broke: {broke}", rc, output)
+            self.containers.discard(api, w)
+            report.infra_error = f"the grader's output stream broke: {broke}"
+            return grading_result(report, self.config.stray_processes)
         # A fork bomb can break the engine's exec stream (podman's attach): the refused forks the
         # pids cgroup counted still name it, so it is the candidate's failure, not the engine's.
-        strays = left_running(output) if not (timed_out or broke) else []
-        reasons = [TOO_MANY_PROCESSES] if forks_refused else []
-        if timed_out and forks_refused:
-            # a fork bomb retries its refused forks until the timeout: the broken limit is the cause
-            # (the local backend stops the grading at the first refused fork and says the same)
-            timed_out, reward = False, None
-        if w.oom > oom_before:
-            # The container's OOM counter also counts the machine's OOM killer: a container that
-            # never came near its limit was the machine's victim (the local backend's rule).
-            if machine_oom(w.peak, env.memory_mb):
-                return infra(machine_oom_error(w.peak, env.memory_mb), rc, output)
-            reasons.append(OUT_OF_MEMORY)
-        reasons += stray_reasons(strays, self.config.stray_processes)
-        report = {"limits": {"memory_mb": env.memory_mb, "cpus": env.cpus, "pids": self.config.pids_limit,
-                             "timeout_sec": request.timeout, "network": "none"},
-                  "container": w.name, "container_gradings": w.gradings, "oom_kills": w.oom - oom_before,
-                  "forks_refused": w.pids_max - pids_before, "stopped_at_first_refused_fork": bombed, "strays": strays,
-                  "unenforced": self.unenforced}
-        (request.out_dir / "limits.json").write_text(json.dumps(report, indent=1))
-        if reasons and not timed_out:
-            reward = limit_verdict(reward, reasons, memory_mb=env.memory_mb, strays=strays, pids=self.config.pids_limit)
-        if not self.config.warm_containers:
-            self.containers.discard(api, w)
-        notes = [unenforced_note(self.unenforced, f"the container engine ({self._base_url}: rootless on cgroups v1) never",
-                                 "a rootful engine, cgroups v2 with the controllers delegated to the user, or --backend local")
-                 ] if self.unenforced else []
-        return GradeRun(reward, rc, timed_out, time.monotonic() - start, output, grader_seconds=grader_seconds(output),
-                        notes=notes, trust_events=trust_events,
-                        trust_socket=any(e.get("via") == "socket" for e in trust_events))
+        report.strays = left_running(output) if not (timed_out or broke) else []
+        report.forged = bool(forged_results(output))
+        report.breaches = [TOO_MANY_PROCESSES] if forks_refused else []
+        limits_seen = {"limits": {"memory_mb": env.memory_mb, "cpus": env.cpus, "pids": self.config.pids_limit,
+                                  "timeout_sec": request.timeout, "network": "none"},
+                       "container": w.name, "container_gradings": w.gradings, "oom_kills": w.oom - oom_before,
+                       "forks_refused": w.pids_max - pids_before, "stopped_at_first_refused_fork": bombed,
+                       "strays": report.strays, "unenforced": self.unenforced}
+        (request.out_dir / "limits.json").write_text(json.dumps(limits_seen, indent=1))
+        report.notes = [unenforced_note(self.unenforced, f"the container engine ({self._base_url}: rootless on cgroups v1) never",
+                                        "a rootful engine, cgroups v2 with the controllers delegated to the user, or --backend local")
+                        ] if self.unenforced else []
+        run = grading_result(report, self.config.stray_processes)
+        if run.infra_error or not self.config.warm_containers:
+            self.containers.discard(api, w)  # a machine's OOM kill: the next grading gets a new container
+        return run
 
     def _write_candidate(self, api: docker.APIClient, prepared: Prepared, w: _Warm, files: dict[str, str | None]) -> list[str]:
         root = prepared.task.source_root

@@ -124,7 +124,9 @@ class RayBackend:
                         self._started_here = True
                 except Exception as e:
                     raise BackendUnavailable(f"cannot join the Ray cluster at {addr or 'a new local one'}: "
-                                             f"{' '.join(str(e).split())[:200]}") from None
+                                             f"{' '.join(str(e).split())[:200]}; "
+                                             + ("check evaluator.ray.address (`ray status` there)" if addr else
+                                                "run `ray start --head` here to see why, or use --backend local")) from None
                 finally:
                     _restore(handlers)
                 self.address = ray.get_runtime_context().gcs_address
