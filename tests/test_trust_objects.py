@@ -380,3 +380,20 @@ def test_a_module_of_tensors_is_replayed_on_tensors(tmp_path, case):
     # output: that instance's replay is then partly wrong, which concludes nothing either way
     assert got["checks"]["compared"] == 2 if case == "honest" else got["checks"]["compared"] >= 1, got
     assert names == (set() if case == "honest" else {"output_cached"}), got
+
+
+def test_a_gpu_kernel_answered_from_a_cache_is_slower_on_copies_past_the_gpus_floor():
+    # the H100 figures of merge-attn's version cache: 3.2 us a call on the same tensors, 45 us on
+    # copies; under the CPU's 50 us floor, over the GPU's 10 us (a call timed to the device's end)
+    sys.path.insert(0, str(INSIDE))
+    try:
+        from pesflow_probe_objects import _slower
+    finally:
+        sys.path.remove(str(INSIDE))
+        sys.modules.pop("pesflow_probe_objects", None)
+    cached = {"same": [3.2e-6, 3.3e-6, 3.4e-6], "copy": [45e-6, 46e-6, 45.5e-6]}
+    assert _slower(cached, "same", "copy", 8, gpu=True) and not _slower(cached, "same", "copy", 8)
+    honest = {"same": [44e-6, 45e-6, 46e-6], "copy": [45e-6, 46e-6, 45.5e-6]}  # a kernel that computes each call
+    assert not _slower(honest, "same", "copy", 8, gpu=True) and not _slower(honest, "same", "copy", 4, gpu=True)
+    jitter = {"same": [0.8e-6, 0.9e-6, 1e-6], "copy": [9e-6, 9.5e-6, 9.2e-6]}  # 8 us apart: under any floor
+    assert not _slower(jitter, "same", "copy", 8, gpu=True)
