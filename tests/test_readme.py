@@ -1,15 +1,20 @@
 """The README cannot drift from the program (issue 19): every `pesflow` command and flag it shows
 is one the argument parsers have, every flag of a command is in its row of the command table,
 every config key it names is in configs/default.yaml, the verdict fields it lists are the ones
-`pesflow evaluate --json` prints, and .ci/run runs exactly its test line.
+`pesflow evaluate --json` prints, and .ci/run runs exactly its test line. And the README stays a
+contract a newcomer reads in ten minutes: at most 600 lines, a Layout that names every package
+directory and every module of agent/ and evaluator/, and no dated figure outside benchmarks/results/
+(README-measurements.md there holds them).
 
-Pure parsing of README.md against the real parsers (agent/cliargs.py) and the real default.yaml.
+Pure parsing of README.md against the real parsers (agent/cliargs.py), the real default.yaml and the
+real tree.
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -191,3 +196,141 @@ def test_the_two_lines_make_and_use_a_venv_and_ci_runs_the_readmes_test_line():
 @pytest.mark.parametrize("flag", ["--backend", "--tasks-root"])
 def test_run_task_sh_takes_runs_flags(flag):
     assert flag in table_rows(README)["run"] and flag in flags_of(PARSERS["run"])
+
+
+# ---------------------------------------------------------------- the README's size, layout and dates
+
+MAX_LINES = 600
+PACKAGE_ROOTS = ("agent", "evaluator")  # every directory of Python under these has a Layout entry naming its modules
+MEASUREMENTS = REPO / "benchmarks" / "results" / "README-measurements.md"
+
+
+def layout_entries(text: str) -> dict[str, str]:
+    """The Layout section's block: an entry's head (its first word, at column 0) -> the entry's text
+    (the rest of its first line and its indented continuation lines)."""
+    section = text.split("\n## Layout", 1)[1]
+    block = re.search(r"```\n(.*?)```", section, re.S).group(1)
+    entries: dict[str, str] = {}
+    head = None
+    for line in block.splitlines():
+        if line[:1].strip():
+            head, _, rest = line.partition(" ")
+            entries[head] = rest
+        elif head is not None:
+            entries[head] += " " + line.strip()
+    return entries
+
+
+def tracked_top_dirs() -> set[str]:
+    """The repository's top-level directories, as git tracks them (else the non-hidden folders that
+    hold a file, less what the package's install and runs leave behind)."""
+    try:
+        files = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+        return {f.split("/", 1)[0] for f in files if "/" in f and not f.startswith(".")}
+    except (OSError, subprocess.CalledProcessError):
+        return {p.name for p in REPO.iterdir() if p.is_dir() and not p.name.startswith(".")
+                and not p.name.endswith(".egg-info") and p.name not in ("traces", "baselines", "build", "dist")}
+
+
+def package_dirs(root=REPO) -> dict[str, list[str]]:
+    """Every directory of Python under PACKAGE_ROOTS ("agent/search/") -> its modules ("graph.py", ...;
+    __init__.py is the directory itself)."""
+    out: dict[str, list[str]] = {}
+    for top in PACKAGE_ROOTS:
+        for d in sorted([root / top, *(root / top).rglob("*")]):
+            if d.is_dir() and d.name != "__pycache__":
+                mods = sorted(p.name for p in d.glob("*.py"))
+                if mods:
+                    out[d.relative_to(root).as_posix() + "/"] = [m for m in mods if m != "__init__.py"]
+    return out
+
+
+def named(name: str, entry: str) -> bool:
+    return re.search(rf"(?<![\w./]){re.escape(name)}(?!\w)", entry) is not None
+
+
+def layout_problems(text: str, dirs: dict[str, list[str]], top: set[str]) -> list[str]:
+    """What the Layout section leaves out (or names that is not there): one line each. A package
+    directory needs an entry of its own whose text names each of its modules as `name.py`; a top-level
+    directory needs an entry (its own or one under it)."""
+    entries = layout_entries(text)
+    problems = [f"Layout has no entry for {d}" for d in sorted(top)
+                if not any(h == d + "/" or h.startswith(d + "/") for h in entries)]
+    for d, mods in dirs.items():
+        if d not in entries:
+            problems.append(f"Layout has no entry for {d} (modules {', '.join(mods) or 'none'})")
+            continue
+        problems += [f"Layout's {d} entry does not name {m}" for m in mods if not named(m, entries[d])]
+        problems += [f"Layout's {d} entry names {m}, which {d} does not hold"
+                     for m in re.findall(r"(?<![\w./])(\w+\.py)\b", entries[d]) if m not in mods]
+    return problems
+
+
+DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+RESULTS_LINK = re.compile(r"\]\((benchmarks/results/[^)\s]*)\)")
+
+
+def dated_lines(text: str) -> list[str]:
+    """Lines of the README that carry a date (2026-12-05) anywhere but in a link's target under
+    benchmarks/results/: dated figures live there, the README links to them."""
+    return [f"{n}: {line.strip()}" for n, line in enumerate(text.splitlines(), 1)
+            if DATE.search(RESULTS_LINK.sub("]()", line))]
+
+
+def anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_the_readme_is_at_most_600_lines():
+    n = len(README.splitlines())
+    assert n <= MAX_LINES, f"README.md has {n} lines; at most {MAX_LINES} (move figures to {MEASUREMENTS.name})"
+
+
+def test_the_layout_names_every_package_directory_and_module():
+    dirs, top = package_dirs(), tracked_top_dirs()
+    assert {"agent/", "evaluator/trust/", "evaluator/trust/inside/", "evaluator/backends/"} <= set(dirs)
+    assert "supervise.py" in dirs["evaluator/"] and {"agent", "evaluator", "tests", "configs"} <= top
+    assert layout_problems(README, dirs, top) == []
+
+
+def test_a_layout_missing_a_module_or_a_directory_fails():
+    dirs, top = package_dirs(), tracked_top_dirs()
+    base = layout_problems(README, dirs, top)  # [] unless a module came without its line (the test above says which)
+
+    def more(text: str, d: dict[str, list[str]], t: set[str]) -> list[str]:
+        return [p for p in layout_problems(text, d, t) if p not in base]
+
+    new_module = {**dirs, "evaluator/": [*dirs["evaluator/"], "brand_new.py"]}
+    assert more(README, new_module, top) == ["Layout's evaluator/ entry does not name brand_new.py"]
+    new_dir = {**dirs, "evaluator/novel/": ["thing.py"]}
+    assert more(README, new_dir, top) == ["Layout has no entry for evaluator/novel/ (modules thing.py)"]
+    gone = {**dirs, "agent/": [m for m in dirs["agent/"] if m != "extras.py"]}
+    assert more(README, gone, top) == ["Layout's agent/ entry names extras.py, which agent/ does not hold"]
+    assert more(README, dirs, top | {"docs"}) == ["Layout has no entry for docs"]
+    # a module named only in prose (not as name.py) does not count
+    prose = README.replace("supervise.py the grading's init", "supervise the grading's init")
+    assert more(prose, dirs, top) == ["Layout's evaluator/ entry does not name supervise.py"]
+
+
+def test_no_dated_figure_outside_benchmarks_results():
+    assert dated_lines(README) == []
+
+
+def test_a_dated_line_outside_a_results_link_fails():
+    assert dated_lines("see [the run](benchmarks/results/loop-2026-12-01.txt) for figures") == []
+    assert dated_lines("on 2026-12-04 the probes took 0.29 s") == ["1: on 2026-12-04 the probes took 0.29 s"]
+    assert dated_lines("[loop-2026-12-01.txt](benchmarks/results/loop-2026-12-01.txt)") != []  # the link's text
+    assert dated_lines("x\n[run](benchmarks/gpu/results-h200/2026-12-03-trust/)") == [
+        "2: [run](benchmarks/gpu/results-h200/2026-12-03-trust/)"]
+    assert dated_lines(README + "\nmeasured at 2026-12-05\n") != []
+
+
+def test_the_links_into_benchmarks_results_resolve():
+    headings = {anchor(h) for h in re.findall(r"^#+ (.+)$", MEASUREMENTS.read_text(), re.M)}
+    for target in RESULTS_LINK.findall(README):
+        path, _, frag = target.partition("#")
+        assert (REPO / path).exists(), f"README links to {path}, which is not there"
+        if frag:
+            assert path.endswith(".md") and frag in headings, f"README links to {target}: no such heading"
+    assert anchor("The screen's cost") == "the-screens-cost" and "reward-hacking-the-trust-screen" in headings
