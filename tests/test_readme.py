@@ -334,3 +334,14 @@ def test_the_links_into_benchmarks_results_resolve():
         if frag:
             assert path.endswith(".md") and frag in headings, f"README links to {target}: no such heading"
     assert anchor("The screen's cost") == "the-screens-cost" and "reward-hacking-the-trust-screen" in headings
+
+
+def test_every_command_of_the_table_runs_from_the_installed_entry_point():
+    # the README's `pesflow ...` lines, run: each command starts and explains itself (exit 0)
+    import sys
+
+    exe = Path(sys.executable).parent / "pesflow"
+    assert exe.exists(), "pesflow is not installed in this environment: pip install -e '.[test]'"
+    for cmd in sorted(COMMANDS):
+        done = subprocess.run([str(exe), *cmd.split(), "--help"], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and "usage: pesflow" in done.stdout, (cmd, done.stderr[-500:])

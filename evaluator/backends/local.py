@@ -295,7 +295,7 @@ class LocalBackend:
                        "sandbox": iso.mode, "mechanisms": _mechanisms(res, scratch_mb), "unenforced": res.unenforced}
         (request.out_dir / "limits.json").write_text(json.dumps(limits_seen, indent=1))
         report.notes = _read_only_notes(res.output + logs_text, plan.layout.writable) + _unenforced_notes(res.unenforced, iso)
-        if failed_verdict(report.reward) and request.command is None:
+        if failed_verdict(report.reward) and request.command is None and not report.timed_out:
             report.fault = stand_in_fault(res.output + logs_text, self.stand_in().python, task.root)
         return grading_result(report, self.config.stray_processes)
 
