@@ -24,7 +24,6 @@ from evaluator.limits import DISK_QUOTA, OUT_OF_MEMORY, OUTPUT_LIMIT, TOO_MANY_P
 BACKGROUND_PROCESS = "background_process"
 SANDBOX_TAMPERING = "sandbox_tampering"
 RESULT_FORGED = "result_forged_after_grader"
-__all__ = ["machine_oom"]  # limits.py's rule, asked through this module by the container backends
 
 WORDS = {  # each reason's one sentence, its figures filled in where the backend knows them
     OUT_OF_MEMORY: "the grading went past its memory limit ({memory} MiB) and the kernel killed it",

@@ -69,3 +69,10 @@ def policy_gist(v) -> tuple:  # noqa: ANN001
     said = {r: re.sub(r"\d+:\S+", "PID:NAME", text) for r, text in (v.raw.get("pesflow_limits") or {}).items()}
     named = [r for r in v.hard_fail_reasons if r in WORDS or r == "timeout"]
     return v.status, named, said, scores_nothing(v)
+
+
+@pytest.fixture
+def loopback_unproxied(monkeypatch):
+    """A proxy in the developer's environment must not swallow the scripted server's loopback traffic."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")

@@ -52,11 +52,7 @@ def provider(api: str, srv: ScriptedLLMServer, *, model: str | None = None, **kw
     return AnthropicProvider(model or MODELS[api], base_url=srv.anthropic_base_url, **kw)
 
 
-@pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch):
-    # A proxy in the developer's environment must not swallow loopback traffic.
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+pytestmark = pytest.mark.usefixtures("loopback_unproxied")
 
 
 @pytest.fixture

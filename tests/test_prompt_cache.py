@@ -26,10 +26,7 @@ MODELS = {"openai": "gpt-4.1", "anthropic": "claude-sonnet-4-6"}  # both priced 
 PRICES = PriceTable.load()
 
 
-@pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch):
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+pytestmark = pytest.mark.usefixtures("loopback_unproxied")
 
 
 @pytest.fixture

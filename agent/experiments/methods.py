@@ -16,9 +16,8 @@ from agent.population.database import Population, PopulationConfig
 from agent.population.loongflow_format import loongflow_files
 from agent.rundir.schema import STATE_FILE, Event, flagged, run_metadata
 from agent.rundir.store import RunStore
-from evaluator.candidate import candidate_hash
 from agent.search.steps import solution_from
-from evaluator.candidate import Candidate, CandidateError, apply_diff
+from evaluator.candidate import Candidate, CandidateError, apply_diff, candidate_hash
 from evaluator.evaluation import Evaluator
 from evaluator.modes import artifacts
 from evaluator.task import Task

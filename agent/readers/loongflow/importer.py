@@ -21,8 +21,7 @@ from agent.readers.loongflow.trace import Checkpoint, EvalRecord, LFSolution, Lo
 from agent.rundir.journal import verify
 from agent.rundir.schema import VERSION, Event
 from agent.rundir.store import RunStore
-from evaluator.candidate import candidate_hash
-from evaluator.candidate import Candidate
+from evaluator.candidate import Candidate, candidate_hash
 from evaluator.verdict import Status, Verdict
 
 
