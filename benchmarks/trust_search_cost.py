@@ -5,7 +5,9 @@ The scripted model proposes the package's own reference each time, with one new 
 child is new code and graded): correct and faster than the baseline, the gradings the screen's
 probes and invariants are for. Prints, per setting, the search's grading seconds (journal
 `grading_seconds`, the search's own gradings), the wall time of the run, and whether any
-grading was suspect.
+grading was suspect. The search's gradings are its children's and the parents graded again with
+every probe when picked (`parent-check`: a child whose probes were deferred, trust.deferred);
+`deferred` counts the children whose probes waited.
 
     python3 benchmarks/trust_search_cost.py --tasks-root <benchmark>/tasks --task T [--rounds 4] \
         [--set evaluator.local.install_steps=skip ...]
@@ -32,7 +34,8 @@ from tests.adversarial.reward_hacking.corpus import reference_files  # noqa: E40
 from tests.llm_server import Reply, Request, variant_line  # noqa: E402
 
 SETTINGS = {"off": {"evaluator.trust.enabled": "false"}, "on": {},
-            "unpaced": {"evaluator.trust.reproduce_ratio": "0"}}
+            "unpaced": {"evaluator.trust.reproduce_ratio": "0"},
+            "deferred": {"evaluator.trust.defer_below_best": "true"}}
 
 
 def proposer(files: dict[str, str]):
@@ -67,19 +70,22 @@ def main() -> int:
     files = {k: v for k, v in reference_files(ev.task(args.task)).items() if v is not None}
     ev.close()
     print(f"{args.task}: a {args.rounds}-round scripted search proposing the reference, per setting (this machine, in turn)")
-    print("| setting | gradings | grading s (sum) | grading s (median) | run wall s | suspect |")
-    print("|---|---|---|---|---|---|")
+    print("| setting | gradings | grading s (sum) | grading s (median) | run wall s | suspect | deferred | parent-check |")
+    print("|---|---|---|---|---|---|---|---|")
     work = Path(tempfile.mkdtemp(prefix="pesflow-trust-search-"))
     for name in args.settings.split(","):
         t0 = time.monotonic()
         run_dir, _ = search(Path(args.tasks_root), work / name, cache, proposer(files), task=args.task,
                             **{"loop.rounds": args.rounds, **dict(kv.split("=", 1) for kv in args.set), **SETTINGS[name]})
         wall = time.monotonic() - t0
-        verdicts = [e["data"] for e in events(run_dir) if e["kind"] == "verdict" and e["data"].get("label") == ""]
+        verdicts = [e["data"] for e in events(run_dir) if e["kind"] == "verdict" and e["data"].get("label") in ("", "parent-check")]
         secs = sorted(float(v.get("grading_seconds") or 0) for v in verdicts)
-        suspect = sum(1 for v in verdicts if ((v.get("verdict") or {}).get("trust") or {}).get("suspect"))
+        trusts = [(v.get("verdict") or {}).get("trust") or {} for v in verdicts]
+        suspect = sum(1 for t in trusts if t.get("suspect"))
+        deferred = sum(1 for t in trusts if t.get("deferred"))
+        checked = sum(1 for v in verdicts if v.get("label") == "parent-check")
         med = secs[len(secs) // 2] if secs else 0.0
-        print(f"| {name} | {len(secs)} | {sum(secs):.1f} | {med:.2f} | {wall:.1f} | {suspect} |")
+        print(f"| {name} | {len(secs)} | {sum(secs):.1f} | {med:.2f} | {wall:.1f} | {suspect} | {deferred} | {checked} |")
     return 0
 
 

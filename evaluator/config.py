@@ -96,6 +96,8 @@ class TrustConfig(_Strict):
     # one (apart), or both in one grading (same); auto: apart where the package's metric is a count
     watch: Literal["auto", "apart", "same"] = "auto"
     watch_tolerance: float = Field(2.0, gt=1)  # scored figure over watched past this: a person looks
+    # a search's correct grading at or under its best so far: probes and watched grading deferred until it is picked
+    defer_below_best: bool = False
 
 
 class EvaluatorConfig(_Strict):

@@ -73,11 +73,13 @@ class Evaluator:
     def evaluate(self, task: Task | str, *, mode: Mode = "candidate", candidate: Path | CandidateSource | None = None,
                  grader: str | None = None, out_dir: Path | None = None, device: str | None = None,
                  artifact: Path | None = None, loop: dict[str, Any] | None = None,
-                 profile: dict[str, Any] | None = None) -> Verdict:
+                 profile: dict[str, Any] | None = None, result_bar: float | None = None) -> Verdict:
         """`loop`: a search's dev submission count and best-so-far ({"count", "best"}), for the
         package's own loop feedback (evaluator/feedback.py); None: a lone submission. `profile`: a
         dev grading's candidate is profiled too, its figures set against these machine facts
-        (evaluator/ceilings.py; {} where none are known): Verdict.profile (evaluator/profile.py)."""
+        (evaluator/ceilings.py; {} where none are known): Verdict.profile (evaluator/profile.py).
+        `result_bar`: a search's best figure so far; a correct grading at or under it has its probes
+        and its watched grading deferred (trust.deferred, evaluator/trust/screen.py `defers`)."""
         task = self.task(task) if isinstance(task, str) else task
         grader = grader or self.config.grader
         # a backend whose gradings bring their own GPUs (Modal, Ray) needs none here
@@ -143,7 +145,7 @@ class Evaluator:
         scope_texts = {**baseline, **screened}
         guard = self.trust.guard_config(mode, task.source_root, scope_texts, baseline, env, warm_key=task.content_hash[:20])
         g = _Grading(task, prepared, mode, grader, device, env, files, screened, baseline, guard, log_dir, timeout, base, reviewer,
-                     profile=profile is not None and grader == "dev")
+                     profile=profile is not None and grader == "dev", bar=result_bar)
         two, why = watch.apart(self.config.trust.watch, task.toml.primary_metric.metric_kind, task.toml.verifier.timing_metric)
         try:
             if guard is not None and two:
@@ -181,6 +183,13 @@ class Evaluator:
         if not v.correct:  # never a result: the static read is all the trust it needs
             v = self._judge(scored_g, run, v, None)
             v.trust.checks["watch"] = {**how, "watched": False, "because": f"not a result: {v.status.value}"}
+            return v
+        if self.trust.defers(self._graded(scored_g, run, v, False)):  # could not become a result now: watched once picked
+            v = self._judge(scored_g, run, v, None)
+            v.trust.deferred = not v.trust.suspect
+            v.trust.checks["watch"] = {**how, "watched": False, "deferred": True,
+                                       "because": f"deferred: the figure {judged_figure(v):.4g} does not pass the search's best so far, "
+                                                  f"{g.bar:.4g}"}
             return v
         (g.log_dir / "watched").mkdir(exist_ok=True)
         t0 = time.monotonic()
@@ -300,23 +309,27 @@ class Evaluator:
             return backend_prober(config, tfiles, command, limit)  # type: ignore[misc]
         prober.same_sandbox = getattr(backend_prober, "same_sandbox", False)  # type: ignore[attr-defined]
 
+        v.trust = self.trust.judge(self._graded(g, run, v, backend_prober is not None), prober if backend_prober is not None else None)
+        probes = v.trust.checks.get("probes")
+        if isinstance(probes, dict) and probes.get("ran"):  # where they ran: the grading's own sandbox, or a new one
+            probes["sandbox"] = "the grading's" if getattr(backend_prober, "same_sandbox", False) else "fresh"
+        say_trust(v)
+        return v
+
+    def _graded(self, g: "_Grading", run: GradeRun, v: Verdict, with_run: bool) -> Graded:
+        """What the screen is told of one grading (evaluator/trust/screen.py)."""
         # a watched grading's plausibility and probes go by the scored figure: the one that counts
         task, figure = g.task, judged_figure(g.official or v)
-        v.trust = self.trust.judge(Graded(
+        return Graded(
             mode=g.mode, task_key=f"{task.content_hash[:20]}-{g.grader}-{g.device or 'default'}",
-            run=run if backend_prober is not None else None, files=g.screened,
+            run=run if with_run else None, files=g.screened,
             baseline=g.baseline, references=self._references(task, g.prepared, {**g.baseline, **g.screened}, g.baseline),
             correct=v.correct and v.status == Status.ok, speedup=figure,
             anchor=task.anchor.value if v.speedup is not None else None, log_dir=g.log_dir,
             baseline_scale=v.speedup is not None, warm_key=task.content_hash[:20], graders=self._grader_text(task),
             timed=watch.figure_kind(task.toml.primary_metric.metric_kind, task.toml.verifier.timing_metric)[0] == "timed",
             profile=profiles.budget(self.config.profile_sec, self.config.profile_share, run.grader_seconds)
-            if g.profile and v.correct else None), prober if backend_prober is not None else None)
-        probes = v.trust.checks.get("probes")
-        if isinstance(probes, dict) and probes.get("ran"):  # where they ran: the grading's own sandbox, or a new one
-            probes["sandbox"] = "the grading's" if getattr(backend_prober, "same_sandbox", False) else "fresh"
-        say_trust(v)
-        return v
+            if g.profile and v.correct else None, bar=g.bar)
 
     def _screened_files(self, task: Task, prepared: Prepared, mode: str, files: dict[str, str | None],
                         artifact: Path | None) -> dict[str, str | None]:
@@ -386,6 +399,7 @@ class _Grading:
     reviewer: dict = field(default_factory=dict)  # reviewer-only files (oracle, negative patch)
     official: Verdict | None = None  # a watched grading's: the scored grading's verdict, whose figure counts
     profile: bool = False  # the probe profiles the candidate too (evaluator/profile.py)
+    bar: float | None = None  # a search's best figure so far: at or under it, the probes wait (evaluate's result_bar)
 
 
 def said_to_the_model(log_dir: Path, grader: str, scope: list[str]) -> tuple[str | None, list[str], list[str]]:

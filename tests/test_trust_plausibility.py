@@ -56,3 +56,41 @@ def test_a_figure_far_above_pesflow_s_own_timing_is_not_reproduced(speedup, rows
         assert got.family == "speed_not_reproduced" and f"{speedup:.4g}" in got.evidence
     if review is not None:
         assert review.startswith(NOT_REPRODUCED) and f"{speedup:.4g}" in review
+
+
+# Deferred (issue 39's cost): in a search, a correct figure at or under the best so far could not
+# become a result when graded, so its probes wait until the search picks it; a figure held for a
+# person (implausible, at the reward's cap) is never deferred.
+ON = TrustConfig(defer_below_best=True)
+
+
+def deferring(tmp_path, speedup, bar, **kw):
+    return Graded(mode="candidate", task_key="k", files={}, baseline={}, log_dir=tmp_path, correct=kw.pop("correct", True),
+                  speedup=speedup, anchor=2.8, bar=bar, **kw)
+
+
+@pytest.mark.parametrize("speedup,bar,defers", [
+    (1.5, 2.0, True), (2.0, 2.0, True), (2.01, 2.0, False), (1.5, None, False),
+    (7.9, 9.0, False),  # at the reward's cap (2.8 squared): every probe, for a person
+    (8.5, 9.0, False),  # over 3x the anchor
+    (None, 2.0, False),  # a figure of unknown size always could
+])
+def test_a_figure_that_cannot_pass_the_search_s_best_waits_for_its_probes(tmp_path, speedup, bar, defers):
+    assert TrustScreen(ON, tmp_path).defers(deferring(tmp_path, speedup, bar)) is defers
+
+
+def test_a_deferred_grading_asks_no_probe_and_says_so(tmp_path):
+    from evaluator.backends.base import GradeRun
+
+    asked = []
+
+    def prober(*args):
+        asked.append(args)
+        raise AssertionError("a deferred grading's probes must not run")
+    run = GradeRun(reward={}, returncode=0, timed_out=False, seconds=1.0, output="")
+    t = TrustScreen(ON, tmp_path).judge(deferring(tmp_path, 1.5, 2.0, run=run), prober)
+    assert t.deferred and not t.suspect and not t.needs_review and not asked
+    assert t.checks["probes"]["deferred"] and "2" in t.checks["probes"]["why"]
+    # off (the default), or not correct: not deferred (the probes' own rules apply)
+    assert not TrustScreen(TrustConfig(), tmp_path).defers(deferring(tmp_path, 1.5, 2.0))
+    assert not TrustScreen(ON, tmp_path).judge(deferring(tmp_path, 1.5, 2.0, run=run, correct=False), prober).deferred

@@ -78,8 +78,8 @@ def seam_grading(monkeypatch) -> None:
     """Trust on a verdict whose candidate holds a marker, unless a real screen flagged it already."""
     real = Grading._evaluate
 
-    def graded(self, files, grader, out, loop=None, profiled=False):  # noqa: ANN001
-        v = real(self, files, grader, out, loop, profiled)
+    def graded(self, files, grader, out, loop=None, profiled=False, bar=None):  # noqa: ANN001
+        v = real(self, files, grader, out, loop, profiled, bar)
         code = "\n".join(files.values())
         found = []
         if "sys.settrace(" in code:
@@ -144,6 +144,28 @@ def test_a_suspect_is_never_fitness_parent_inspiration_or_best():
         assert parent.id not in ("cheat", "rejected") and not {s.id for s in insp} & {"cheat", "rejected"}
     assert loongflow_solution(pop, cheat)["score"] == 0.0
     assert Population.from_dict(pop.to_dict()).get("cheat").trust.suspect  # a checkpoint keeps it
+
+
+def test_a_deferred_grading_is_a_member_never_the_best_and_leaves_when_its_full_screen_flags_it():
+    """trust.deferred: a search's figure at or under its best so far, probes not run yet. It is a
+    member (a parent picked from it is screened in full first: agent/search/steps.py select), never
+    the best until settled; the final pick still ranks it (its regrade runs every probe)."""
+    waiting = Trust(deferred=True, checks={"probes": {"ran": False, "deferred": True}})
+    pop = exploit_population()
+    pop.add(sol("waiting", 3.0, waiting))  # over the honest best: as after the best it was graded under is rejected
+    assert pop.get("waiting").fitness == 3.0 and "waiting" in {s.id for s in pop.members(0)}
+    assert pop.best().id == "honest" and pop.top(1)[0].id == "waiting"
+    pop.settle("waiting", Trust(checks={"probes": {"ran": True}}), counts=True)
+    assert not pop.get("waiting").trust.deferred and pop.best().id == "waiting"
+    pop.add(sol("hidden-cheat", 1.5, waiting))
+    pop.settle("hidden-cheat", SUSPECT, counts=False)
+    gone = pop.get("hidden-cheat")
+    assert gone.fitness is None and gone.trust.suspect and not gone.trust.deferred
+    assert "hidden-cheat" not in {s.id for s in pop.members(0)} and "hidden-cheat" not in pop.cells(0).values()
+    assert Population.from_dict(pop.to_dict()).get("hidden-cheat").trust.suspect  # a checkpoint keeps it
+    pop.add(sol("flaky", 1.2, waiting))
+    pop.settle("flaky", Trust(), counts=False)  # graded again, it was not correct: it leaves too, and says why
+    assert pop.get("flaky").fitness is None and "not correct" in pop.get("flaky").trust.reasons[0]
 
 
 def test_one_awaiting_review_follows_the_one_rule():
@@ -323,3 +345,59 @@ def test_the_report_lists_each_suspect_and_why(exploit_run):
     data = json.loads(re.search(r'id="pesflow-data">(.*?)</script>', page, re.S).group(1))
     kinds = {c["id"]: c["kind"] for c in data["candidates"]}
     assert kinds["r01-c1"] == "suspect" and kinds["r02-c0"] in ("improved", "needs_review") and data["best_id"] == "r02-c0"
+
+
+# ---------------------------------------------------------------- deferred probes in a search
+
+
+def deferring_engineer(req: Request) -> Reply:
+    """The closed form first (the best, probed), then variants of the unrolled loop: correct, faster
+    than the baseline, never past the best, so their probes wait until one is picked."""
+    user = req.messages[-1]["content"]
+    if "You are the summarizer" in user:
+        ids = re.findall(r"^## (r\d\d-c\d+):", user, re.M)
+        return Reply(text=json.dumps({"children": {i: "noted" for i in ids}, "memory": []}))
+    if "You are the planner" in user:
+        return Reply(text="Make it faster.")
+    rnd = int(re.search(r"round (\d+)", user).group(1)) if re.search(r"round (\d+)", user) else len(user)
+    code = CLOSED if "You are executor 1 of" in user and "_v" not in user and "while" not in user and "n -= 1" not in user \
+        else UNROLL + f"\n_v{rnd}_{len(user) % 997} = 1\n"
+    return Reply(text=f"toy/kernel.py\n```python\n{code}```\n")
+
+
+@needs_root
+def test_a_child_under_the_best_is_probed_only_once_picked_as_a_parent(tmp_path, cache_dir, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789abcdefghij")
+    root = tmp_path / "tasks"
+    toy_tasks_root(root)
+    with ScriptedLLMServer(deferring_engineer) as server:
+        cfg = search_config(tmp_path, cache_dir, server, **{"loop.rounds": 7, "loop.children": 1,
+                                                             "population.exploration_ratio": 1, "population.exploitation_ratio": 0,
+                                                             "evaluator.trust.defer_below_best": "true"})
+        run_dir, status = start_run(cfg, "kfc/toy-sum", [str(root)])
+    assert status == "finished"
+    events = journal.read(run_dir / "journal.jsonl")
+    children = {e["data"]["id"]: e["data"]["content_hash"] for e in events if e["kind"] == "candidate"}
+    verdicts = [e["data"] for e in events if e["kind"] == "verdict" and not e["data"].get("reused")]
+    waited = {d["content_hash"] for d in verdicts if d["label"] == "" and d["verdict"]["trust"].get("deferred")}
+    assert waited, "no child under the best had its probes deferred"
+    for d in verdicts:
+        t = d["verdict"]["trust"]
+        if d["content_hash"] in waited and d["label"] == "":
+            assert t["checks"]["probes"] == {**t["checks"]["probes"], "ran": False, "deferred": True}
+            assert d["verdict"]["speedup"] <= d["result_bar"]
+    settled, order = set(), []
+    for e in events:
+        if e["kind"] == "settled":
+            settled.add(e["data"]["id"])
+            assert e["data"]["counts"]
+        if e["kind"] == "selection" and children.get(e["data"]["parent_id"]) in waited:
+            order.append(e["data"]["parent_id"])
+            assert e["data"]["parent_id"] in settled, "a deferred child was used as a parent before its full screen"
+    assert order, "no deferred child was picked as a parent (seed)"
+    checks = [d for d in verdicts if d["label"] == "parent-check"]
+    assert {d["content_hash"] for d in checks} == {children[i] for i in settled}
+    assert all(d["verdict"]["trust"]["checks"]["probes"]["ran"] and not d["verdict"]["trust"]["deferred"] for d in checks)
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["best"]["id"] not in {i for i, h in children.items() if h in waited and i not in settled}
+    assert audit(run_dir).ok, audit(run_dir).violations

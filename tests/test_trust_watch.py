@@ -7,6 +7,7 @@ the guard inside its process the figure moves; apart, it is the screen-off figur
 """
 
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -84,7 +85,7 @@ def counted(tmp_path_factory, cache_dir):
     evs = {name: Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache_dir)), trust=TrustConfig(**kw)),
                            tasks_roots=[root], log_root=tmp_path_factory.mktemp(name))
            for name, kw in (("off", {"enabled": False}), ("auto", {}), ("same", {"watch": "same"}),
-                            ("unread", {"static": False}))}
+                            ("unread", {"static": False}), ("deferring", {"defer_below_best": True}))}
     yield evs
     for ev in evs.values():
         ev.close()
@@ -115,6 +116,26 @@ def test_a_counted_figure_is_the_screen_off_figure_exactly(counted, grader):
 def test_a_failing_candidate_is_graded_once(counted):
     v = grade(counted["auto"], "def sum_squares(n):\n    return 0\n")
     assert v.status == Status.hard_fail and v.trust.checks["watch"]["watched"] is False
+
+
+@needs_root
+def test_a_figure_under_the_search_s_best_is_watched_only_once_picked(counted):
+    # a search's best so far over this figure: it could not become a result when graded, so the
+    # second grading waits (trust.deferred) until the search picks it; its score is the same
+    assert not grade(counted["auto"], FASTER).trust.deferred  # no bar, no deferral (and off by default)
+    v = counted["deferring"].evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FASTER}), grader="hidden",
+                                      result_bar=1e9)
+    w = v.trust.checks["watch"]
+    assert v.status == Status.ok and v.trust.deferred and w["watched"] is False and w["deferred"], w
+    assert not (Path(v.log_dir) / "watched").exists()
+    assert v.speedup == grade(counted["off"], FASTER).speedup
+    over = counted["deferring"].evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FASTER}),
+                                         grader="hidden", result_bar=1.0)
+    assert over.trust.checks["watch"]["watched"] and not over.trust.deferred
+    # the static read still runs on a deferred grading: a spelling it knows is suspect, not deferred
+    sniff = counted["deferring"].evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FAST_UNWATCHED}),
+                                          grader="hidden", result_bar=1e9)
+    assert sniff.trust.suspect and not sniff.trust.deferred
 
 
 @needs_root

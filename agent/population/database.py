@@ -253,8 +253,18 @@ class Population:
         return ranked[:n]
 
     def best(self) -> Solution | None:
-        top = self.top(1)
-        return top[0] if top else None
+        """The fittest whose probes have run: a deferred one (trust.deferred) is never the best."""
+        return next((s for s in self.top(len(self._sols)) if not s.trust.deferred), None)
+
+    def settle(self, sid: str, trust: Trust, counts: bool) -> None:
+        """A deferred solution screened in full (trust: its own grading's): it stays a member where
+        that grading `counts` (correct, a result), else it leaves its islands and cells."""
+        sol = self._sols[sid]
+        sol.trust = trust.model_copy(update={"deferred": False, "review": sol.trust.review})
+        if not counts:
+            sol.trust = sol.trust.model_copy(update={"suspect": True, "reasons": sol.trust.reasons or [
+                "not reproduced: graded again with every probe when picked, it was not correct"]})
+            self._leave(sid)
 
     def island_for_round(self, round: int) -> int:
         if round < 1:

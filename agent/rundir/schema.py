@@ -53,6 +53,7 @@ class Event(str, Enum):
     run_end = "run_end"
     warning = "warning"
     review = "review"  # a person's decision on a candidate's grading (pesflow review)
+    settled = "settled"  # a parent whose probes had waited (trust.deferred), screened in full when picked
 
 
 NEVER_SENT = ("leak", "not_recorded", "budget")  # llm_call error kinds of calls that never left pesflow

@@ -39,6 +39,8 @@ from evaluator.evaluation import Evaluator
 from evaluator.task import Task
 from evaluator.verdict import Verdict
 
+SETTLE_TRIES = 3  # a picked parent whose full screen says it does not count: drawn again at most this often
+
 
 class Search:
     def __init__(self, loop: LoopConfig, population: PopulationConfig, grader: str, task: Task, evaluator: Evaluator,
@@ -127,6 +129,14 @@ class Search:
         island = self.population.island_for_round(k)
         before = rng_state(self.state.rng)
         parent, inspirations = self.population.sample(island, self.state.rng)
+        for _ in range(SETTLE_TRIES):  # a parent is a result: one whose probes waited is screened now
+            if not parent.trust.deferred:
+                break
+            v = self.grade(parent.files, label="parent-check", round_=k)
+            self.population.settle(parent.id, v.trust, counts=v.correct and v.is_result)
+            self.journal(Event.settled, round=k, id=parent.id, counts=v.correct and v.is_result, reasons=list(v.trust.reasons))
+            if not (v.correct and v.is_result):
+                parent, inspirations = self.population.sample(island, self.state.rng)
         n = self.loop.recent_failures
         failures = [s for s in self.population.failures() if s.round > 0][-n:] if n else []
         best = self.population.best()
@@ -135,6 +145,13 @@ class Search:
         self.journal(Event.selection, round=k, island=island, parent_id=parent.id, inspiration_ids=sel.inspiration_ids,
                      rng_state_before=before)
         return sel
+
+    def raise_bar(self) -> None:
+        """The figure a child's grading must pass to become a result now: the best so far (at or
+        under it, the grading's probes wait until it is picked: evaluator.trust.defer_below_best)."""
+        assert self.population is not None
+        best = self.population.best()
+        self.grading.result_bar = best.fitness if best is not None else None
 
     def select_ahead(self, applied: int) -> None:
         """After round `applied`: the rounds up to applied + pipeline_depth are selected."""
@@ -161,6 +178,7 @@ class Search:
         self.journal(Event.candidate, id="baseline", round=0, parent_id=None, content_hash=base.content_hash, status=base.status)
         best0 = self.population.best()  # None when the baseline's own grading does not count
         self.state.best_by_round.append(best_entry(0, best0))
+        self.raise_bar()
         if self.gw is not None:
             self.select_ahead(0)
         self.checkpoint(0)
@@ -173,6 +191,7 @@ class Search:
     def launch(self, state: RoundState) -> RoundState:
         """Start the proposal of every selected round not yet running (all of them after a resume)."""
         assert self.population is not None
+        self.raise_bar()  # a resumed search's too
         if self.pool is None:
             grade = lambda files, k: self.grading.grade(files, round_=k)  # noqa: E731 - the pool counts busy itself
             self.pool = GraderPool(grade, self.loop.grading_workers, self.grader_busy, self.queue)
@@ -294,6 +313,7 @@ class Search:
             self.journal(Event.migration, round=k, moved=[list(m) for m in moved])
         best = self.population.best()
         self.state.best_by_round.append(best_entry(k, best))
+        self.raise_bar()
         self.state.pending.pop(k, None)
         stop = state.get("stop")
         if stop == CAP_RAISED_LATER:  # a replay past the cap a resume raised: on, as the resumed run went

@@ -64,6 +64,10 @@ class Trust(BaseModel):
     rules: list[str] = Field(default_factory=list)  # the ids of the rules behind the reasons (pesflow_rules.RULES)
     checks: dict[str, Any] = Field(default_factory=dict)
     review: dict[str, Any] | None = None  # a person's decision (pesflow review): accepted/rejected, why, when
+    # the probes (and a watched grading) not run yet: in a search, a correct figure that did not
+    # pass the best so far could not become a result when graded; screened in full before it is
+    # picked as a parent, and never the best, the final pick or a cell without a grading of its own
+    deferred: bool = False
 
     @classmethod
     def of(cls, findings: list[Finding], checks: dict[str, Any], needs_review: bool = False) -> "Trust":

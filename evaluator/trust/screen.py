@@ -37,7 +37,9 @@ class Graded:
     profiles the candidate ({"budget_sec"}: evaluator/profile.py), and a correct grading the
     probes would pass over is replayed for its profile alone. `timed`: the figure is a time
     (watch.figure_kind), which pesflow's own clock can reproduce; a count is not. `run`: the
-    grading's run (None: a backend whose guard reports nothing)."""
+    grading's run (None: a backend whose guard reports nothing). `bar`: a search's best figure so
+    far: a correct figure at or under it could not become a result when graded, so its probes
+    wait until the search picks it (deferred), unless it is held for a person anyway."""
     mode: str
     task_key: str
     files: dict[str, str | None]
@@ -53,6 +55,7 @@ class Graded:
     graders: str = ""
     profile: dict[str, Any] | None = None
     timed: bool = True
+    bar: float | None = None
 
 
 class TrustScreen:
@@ -91,25 +94,21 @@ class TrustScreen:
         if run is not None and self.config.runtime:
             found, checks["runtime"] = runtime.read(run.trust_events, runtime.baseline_classes(baseline), callables, g.graders)
             findings += found
-        reference = self.seen.reference_speedup(g.task_key, anchor)
-        # the oracle is the reference itself; an anchor at or below 1 is none (the format's own rule)
-        implausible = bool(mode != "oracle" and speedup and reference and reference > 1
-                           and speedup > self.config.plausibility_ratio * reference)
-        # on the package's own scale: the benchmark's reward is capped at a speedup of the anchor
-        # squared, which can lie under the ratio's line (an anchor under 3): a cheat would take the
-        # whole reward there unflagged, so a figure there needs a person too
-        capped = bool(self.config.review_at_reward_cap and mode != "oracle" and g.baseline_scale and speedup and anchor and anchor > 1 and speedup >= anchor ** 2
-                      and not implausible)
+        reference, implausible, capped = self._plausibility(g)
         checks["plausibility"] = {"speedup": speedup, "reference": reference, "ratio": self.config.plausibility_ratio,
                                   "implausible": implausible, "reward_cap": anchor ** 2 if anchor and anchor > 1 else None,
                                   "at_reward_cap": capped}
         # Probes for what could become a result: correct, and faster than the baseline (or of
         # unknown speed); a grading no faster than the baseline gains nothing from a cheat.
         worth = speedup is None or not g.baseline_scale or speedup > 1.0 or implausible or capped
+        deferred = bool(worth and run is not None and self.config.probes and prober is not None and self.defers(g))
         far = None  # a figure pesflow's own clock comes short of, for a person (not_reproduced)
         if profile:  # the baseline's profile beside the candidate's: only the frozen baseline's, never the package's reference's
             profile = {**profile, "baseline_texts": {t for t in baseline.values() if t}}
-        if run is not None and self.config.probes and g.correct and prober is not None and worth:
+        if deferred:
+            checks["probes"] = {"ran": False, "deferred": True,
+                                "why": f"deferred: the figure {speedup:.4g} does not pass the search's best so far, {g.bar:.4g}"}
+        if run is not None and self.config.probes and g.correct and prober is not None and worth and not deferred:
             # every probe only for an implausible figure with nothing found yet: a grading already
             # suspect needs no more evidence than the quick probes give, nor their minute
             # the figure timed again with pesflow's clock, where it is large enough to be out of reach
@@ -133,6 +132,7 @@ class TrustScreen:
         if mode == "oracle" and speedup and not findings:
             self.seen.keep_oracle(g.task_key, speedup)
         trust = Trust.of(findings, checks, needs_review=bool(implausible or capped or far))
+        trust.deferred = deferred and not findings
         if trust.needs_review and far:
             trust.reasons = [far]
         elif trust.needs_review and implausible:
@@ -143,8 +143,36 @@ class TrustScreen:
                              f"and passed every probe; a person should look"]
         return trust
 
+    def _plausibility(self, g: Graded) -> tuple[float | None, bool, bool]:
+        """(the reference's speedup, implausible, at the reward's cap) of the grading's figure."""
+        speedup, anchor = g.speedup, g.anchor
+        reference = self.seen.reference_speedup(g.task_key, anchor)
+        # the oracle is the reference itself; an anchor at or below 1 is none (the format's own rule)
+        implausible = bool(g.mode != "oracle" and speedup and reference and reference > 1
+                           and speedup > self.config.plausibility_ratio * reference)
+        # on the package's own scale: the benchmark's reward is capped at a speedup of the anchor
+        # squared, which can lie under the ratio's line (an anchor under 3): a cheat would take the
+        # whole reward there unflagged, so a figure there needs a person too
+        capped = bool(self.config.review_at_reward_cap and g.mode != "oracle" and g.baseline_scale and speedup and anchor
+                      and anchor > 1 and speedup >= anchor ** 2 and not implausible)
+        return reference, implausible, capped
+
+    def defers(self, g: Graded) -> bool:
+        """Whether the probes of a correct grading wait (trust.deferred): its figure does not pass
+        the search's best so far (`bar`), and nothing about it asks a person to look."""
+        if not (self.config.enabled and self.config.defer_below_best and g.correct and g.mode in SCREENED_MODES):
+            return False
+        _, implausible, capped = self._plausibility(g)
+        return deferrable(g.speedup, g.bar) and not (implausible or capped)
+
     def _budget(self, full: bool) -> float:
         return self.config.full_probe_budget_sec if full else self.config.probe_budget_sec
+
+
+def deferrable(figure: float | None, bar: float | None) -> bool:
+    """Whether a correct figure could not become a result when graded: at or under the search's best
+    so far (a figure of unknown size always could)."""
+    return bar is not None and figure is not None and figure <= bar
 
 
 def not_reproduced(rows: list[Any], speedup: float, review: float, suspect: float) -> tuple[Finding | None, str | None, float | None]:
