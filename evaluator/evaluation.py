@@ -31,7 +31,7 @@ from evaluator.hardware import gpu_available
 from evaluator.task import OFFICIAL_URL, Task, TaskError, load_task, task_roots
 from evaluator.trust import watch, written
 from evaluator.trust.screen import Graded, Prober, TrustScreen
-from evaluator.trust.findings import withhold_untrusted
+from evaluator.trust.findings import Trust, withhold_untrusted
 from evaluator.verdict import PackageRef, Status, Verdict, from_reward_json, read_reward_file
 
 Mode = Literal["candidate", "noop", "oracle", "negative"]
@@ -73,13 +73,16 @@ class Evaluator:
     def evaluate(self, task: Task | str, *, mode: Mode = "candidate", candidate: Path | CandidateSource | None = None,
                  grader: str | None = None, out_dir: Path | None = None, device: str | None = None,
                  artifact: Path | None = None, loop: dict[str, Any] | None = None,
-                 profile: dict[str, Any] | None = None, result_bar: float | None = None) -> Verdict:
+                 profile: dict[str, Any] | None = None, result_bar: float | None = None,
+                 scored: Verdict | None = None) -> Verdict:
         """`loop`: a search's dev submission count and best-so-far ({"count", "best"}), for the
         package's own loop feedback (evaluator/feedback.py); None: a lone submission. `profile`: a
         dev grading's candidate is profiled too, its figures set against these machine facts
         (evaluator/ceilings.py; {} where none are known): Verdict.profile (evaluator/profile.py).
         `result_bar`: a search's best figure so far; a correct grading at or under it has its probes
-        and its watched grading deferred (trust.deferred, evaluator/trust/screen.py `defers`)."""
+        and its watched grading deferred (trust.deferred, evaluator/trust/screen.py `defers`).
+        `scored`: that deferred grading's verdict, when the search picks it: where the screen
+        watches apart, only the watched grading is made now (the figure stays the scored one)."""
         task = self.task(task) if isinstance(task, str) else task
         grader = grader or self.config.grader
         # a backend whose gradings bring their own GPUs (Modal, Ray) needs none here
@@ -149,7 +152,7 @@ class Evaluator:
         two, why = watch.apart(self.config.trust.watch, task.toml.primary_metric.metric_kind, task.toml.verifier.timing_metric)
         try:
             if guard is not None and two:
-                return finish(self._grade_apart(g, why))
+                return finish(self._grade_apart(g, why, scored))
             v = self._grade(g)
             if guard is not None and v.trust.checks.get("screened"):
                 v.trust.checks["watch"] = {"how": "same", "why": why}
@@ -170,21 +173,27 @@ class Evaluator:
         run = self.backend.grade(g.prepared, request)
         return live[0] if live else self._interpret(g, run, self._fresh_prober(g))
 
-    def _grade_apart(self, g: "_Grading", why: str) -> Verdict:
+    def _grade_apart(self, g: "_Grading", why: str, scored: Verdict | None = None) -> Verdict:
         """The figures from a grading with nothing of the screen in it (exactly what the grader
         writes with the screen off); the trust from a second grading of the same candidate with
-        the guard and the probes in, made where the first is correct (evaluator/trust/watch.py)."""
+        the guard and the probes in, made where the first is correct (evaluator/trust/watch.py).
+        `scored`: a correct one made earlier, whose watch was deferred: only the watch now."""
         scored_g = replace(g, guard=None)
-        request = GradeRequest(files=g.files, grader=g.grader, env=g.env, reviewer_files=g.reviewer, timeout=g.timeout,
-                               out_dir=g.log_dir)
-        run = self.backend.grade(g.prepared, request)
-        v = self._interpret(scored_g, run, None)
         how: dict = {"how": "apart", "why": why}
+        run: GradeRun | None = None
+        if scored is not None and scored.correct and scored.status == Status.ok:
+            v = scored.model_copy(deep=True, update={"trust": Trust(), "log_dir": str(g.log_dir)})
+            how["scored"] = scored.log_dir
+        else:
+            request = GradeRequest(files=g.files, grader=g.grader, env=g.env, reviewer_files=g.reviewer, timeout=g.timeout,
+                                   out_dir=g.log_dir)
+            run = self.backend.grade(g.prepared, request)
+            v = self._interpret(scored_g, run, None)
         if not v.correct:  # never a result: the static read is all the trust it needs
             v = self._judge(scored_g, run, v, None)
             v.trust.checks["watch"] = {**how, "watched": False, "because": f"not a result: {v.status.value}"}
             return v
-        if self.trust.defers(self._graded(scored_g, run, v, False)):  # could not become a result now: watched once picked
+        if run is not None and self.trust.defers(self._graded(scored_g, run, v, False)):  # could not become a result now: watched once picked
             v = self._judge(scored_g, run, v, None)
             v.trust.deferred = not v.trust.suspect
             v.trust.checks["watch"] = {**how, "watched": False, "deferred": True,

@@ -78,8 +78,8 @@ def seam_grading(monkeypatch) -> None:
     """Trust on a verdict whose candidate holds a marker, unless a real screen flagged it already."""
     real = Grading._evaluate
 
-    def graded(self, files, grader, out, loop=None, profiled=False, bar=None):  # noqa: ANN001
-        v = real(self, files, grader, out, loop, profiled, bar)
+    def graded(self, files, grader, out, loop=None, profiled=False, bar=None, scored=None):  # noqa: ANN001
+        v = real(self, files, grader, out, loop, profiled, bar, scored)
         code = "\n".join(files.values())
         found = []
         if "sys.settrace(" in code:

@@ -129,6 +129,12 @@ def test_a_figure_under_the_search_s_best_is_watched_only_once_picked(counted):
     assert v.status == Status.ok and v.trust.deferred and w["watched"] is False and w["deferred"], w
     assert not (Path(v.log_dir) / "watched").exists()
     assert v.speedup == grade(counted["off"], FASTER).speedup
+    # picked (a parent-check): only the watched grading is made, the figure stays the scored one
+    again = counted["deferring"].evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FASTER}),
+                                          grader="hidden", scored=v)
+    w = again.trust.checks["watch"]
+    assert w["watched"] and w["scored"] == v.log_dir and not again.trust.deferred and not again.trust.suspect, w
+    assert again.speedup == v.speedup and sorted(p.name for p in Path(again.log_dir).iterdir()) == ["candidate.diff", "verdict.json", "watched"]
     over = counted["deferring"].evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FASTER}),
                                          grader="hidden", result_bar=1.0)
     assert over.trust.checks["watch"]["watched"] and not over.trust.deferred

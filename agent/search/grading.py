@@ -85,6 +85,7 @@ class Grading:
         # the search's best figure so far, as the search last set it: a child's correct grading at
         # or under it could not become a result now, and its probes wait (trust.deferred)
         self.result_bar: float | None = None
+        self._deferred: dict[str, Verdict] = {}  # code hash -> a child's grading whose probes wait (its parent-check reuses it)
 
     def count_recorded(self, events: list[dict[str, Any]]) -> None:
         """A resumed or replayed run's loop as its journal left it: every dev grading recorded is a
@@ -117,11 +118,12 @@ class Grading:
         return v
 
     def _evaluate(self, files: dict[str, str], grader: str, out: Path, loop: dict[str, Any] | None = None,
-                  profiled: bool = False, bar: float | None = None) -> Verdict:
+                  profiled: bool = False, bar: float | None = None, scored: Verdict | None = None) -> Verdict:
         changed = {p: t for p, t in files.items() if t != self.baseline_files.get(p)}
         with writing(out, self.store.root):  # the backend copies the grader's logs into the run directory
             return self.ev.evaluate(self.task, candidate=CandidateSource(files=changed), grader=grader, out_dir=out, loop=loop,
-                                    profile=self.profile_facts if profiled and grader == "dev" else None, result_bar=bar)
+                                    profile=self.profile_facts if profiled and grader == "dev" else None, result_bar=bar,
+                                    scored=scored)
 
     def grade(self, files: dict[str, str], *, label: str = "", grader: str | None = None, round_: int = 0) -> Verdict:
         """`round_`: the round the candidate belongs to (for the crash tests' fault points). Safe to
@@ -142,9 +144,13 @@ class Grading:
         profiled = label in PROFILED  # once per code hash: the search's own grading, not the final pick's regrade
         # a child's grading only, where the screen defers (evaluator.trust.defer_below_best)
         bar = self.result_bar if label == "" and grader == self.grader and self.ev.config.trust.defer_below_best else None
-        v = self._evaluate(files, grader, out, loop, profiled, bar)
+        # a parent-check: the child's own grading, where only its watch waits (evaluator.trust.watch apart)
+        scored = self._deferred.pop(h, None) if label == "parent-check" else None
+        v = self._evaluate(files, grader, out, loop, profiled, bar, scored)
         if v.status == Status.infra_error:  # our trouble, not the candidate's: once more
-            v = self._evaluate(files, grader, out / "retry", loop, profiled, bar)
+            v = self._evaluate(files, grader, out / "retry", loop, profiled, bar, scored)
+        if v.trust.deferred:
+            self._deferred[h] = v
         self._submitted(loop, v)
         self.store.journal.append(Event.verdict, content_hash=h, label=label, grader=grader,
                                   verdict=v.model_dump(mode="json", exclude={"raw"}), grading_seconds=v.seconds,
