@@ -33,9 +33,9 @@ from evaluator.evaluation import Evaluator  # noqa: E402
 from tests.adversarial.reward_hacking.corpus import reference_files  # noqa: E402
 from tests.llm_server import Reply, Request, variant_line  # noqa: E402
 
-SETTINGS = {"off": {"evaluator.trust.enabled": "false"}, "on": {},
+SETTINGS = {"off": {"evaluator.trust.enabled": "false"}, "on": {"evaluator.trust.defer_below_best": "never"},
             "unpaced": {"evaluator.trust.reproduce_ratio": "0"},
-            "deferred": {"evaluator.trust.defer_below_best": "true"}}
+            "deferred": {"evaluator.trust.defer_below_best": "always"}, "default": {}}
 
 
 def proposer(files: dict[str, str]):

@@ -96,8 +96,9 @@ class TrustConfig(_Strict):
     # one (apart), or both in one grading (same); auto: apart where the package's metric is a count
     watch: Literal["auto", "apart", "same"] = "auto"
     watch_tolerance: float = Field(2.0, gt=1)  # scored figure over watched past this: a person looks
-    # a search's correct grading at or under its best so far: probes and watched grading deferred until it is picked
-    defer_below_best: bool = False
+    # a search's correct grading at or under its best so far: probes and watched grading deferred until
+    # it is picked; apart: only where the screen watches from a second grading (always, never)
+    defer_below_best: Literal["apart", "always", "never"] = "apart"
 
 
 class EvaluatorConfig(_Strict):

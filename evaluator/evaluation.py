@@ -338,7 +338,8 @@ class Evaluator:
             baseline_scale=v.speedup is not None, warm_key=task.content_hash[:20], graders=self._grader_text(task),
             timed=watch.figure_kind(task.toml.primary_metric.metric_kind, task.toml.verifier.timing_metric)[0] == "timed",
             profile=profiles.budget(self.config.profile_sec, self.config.profile_share, run.grader_seconds)
-            if g.profile and v.correct else None, bar=g.bar)
+            if g.profile and v.correct else None, bar=g.bar,
+            apart=watch.apart(self.config.trust.watch, task.toml.primary_metric.metric_kind, task.toml.verifier.timing_metric)[0])
 
     def _screened_files(self, task: Task, prepared: Prepared, mode: str, files: dict[str, str | None],
                         artifact: Path | None) -> dict[str, str | None]:

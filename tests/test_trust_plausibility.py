@@ -61,7 +61,7 @@ def test_a_figure_far_above_pesflow_s_own_timing_is_not_reproduced(speedup, rows
 # Deferred (issue 39's cost): in a search, a correct figure at or under the best so far could not
 # become a result when graded, so its probes wait until the search picks it; a figure held for a
 # person (implausible, at the reward's cap) is never deferred.
-ON = TrustConfig(defer_below_best=True)
+ON = TrustConfig(defer_below_best="always")
 
 
 def deferring(tmp_path, speedup, bar, **kw):
@@ -91,6 +91,8 @@ def test_a_deferred_grading_asks_no_probe_and_says_so(tmp_path):
     t = TrustScreen(ON, tmp_path).judge(deferring(tmp_path, 1.5, 2.0, run=run), prober)
     assert t.deferred and not t.suspect and not t.needs_review and not asked
     assert t.checks["probes"]["deferred"] and "2" in t.checks["probes"]["why"]
-    # off (the default), or not correct: not deferred (the probes' own rules apply)
+    # the default defers only where the screen watches apart; never; not correct: not deferred
     assert not TrustScreen(TrustConfig(), tmp_path).defers(deferring(tmp_path, 1.5, 2.0))
+    assert TrustScreen(TrustConfig(), tmp_path).defers(deferring(tmp_path, 1.5, 2.0, apart=True))
+    assert not TrustScreen(TrustConfig(defer_below_best="never"), tmp_path).defers(deferring(tmp_path, 1.5, 2.0, apart=True))
     assert not TrustScreen(ON, tmp_path).judge(deferring(tmp_path, 1.5, 2.0, run=run, correct=False), prober).deferred

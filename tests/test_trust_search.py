@@ -373,7 +373,7 @@ def test_a_child_under_the_best_is_probed_only_once_picked_as_a_parent(tmp_path,
     with ScriptedLLMServer(deferring_engineer) as server:
         cfg = search_config(tmp_path, cache_dir, server, **{"loop.rounds": 7, "loop.children": 1,
                                                              "population.exploration_ratio": 1, "population.exploitation_ratio": 0,
-                                                             "evaluator.trust.defer_below_best": "true"})
+                                                             "evaluator.trust.defer_below_best": "always"})
         run_dir, status = start_run(cfg, "kfc/toy-sum", [str(root)])
     assert status == "finished"
     events = journal.read(run_dir / "journal.jsonl")

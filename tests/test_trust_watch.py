@@ -85,7 +85,7 @@ def counted(tmp_path_factory, cache_dir):
     evs = {name: Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache_dir)), trust=TrustConfig(**kw)),
                            tasks_roots=[root], log_root=tmp_path_factory.mktemp(name))
            for name, kw in (("off", {"enabled": False}), ("auto", {}), ("same", {"watch": "same"}),
-                            ("unread", {"static": False}), ("deferring", {"defer_below_best": True}))}
+                            ("unread", {"static": False}), ("deferring", {"defer_below_best": "apart"}))}
     yield evs
     for ev in evs.values():
         ev.close()
@@ -122,7 +122,7 @@ def test_a_failing_candidate_is_graded_once(counted):
 def test_a_figure_under_the_search_s_best_is_watched_only_once_picked(counted):
     # a search's best so far over this figure: it could not become a result when graded, so the
     # second grading waits (trust.deferred) until the search picks it; its score is the same
-    assert not grade(counted["auto"], FASTER).trust.deferred  # no bar, no deferral (and off by default)
+    assert not grade(counted["auto"], FASTER).trust.deferred  # no bar (no search), no deferral
     v = counted["deferring"].evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": FASTER}), grader="hidden",
                                       result_bar=1e9)
     w = v.trust.checks["watch"]

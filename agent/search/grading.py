@@ -143,7 +143,7 @@ class Grading:
         faults.pause("grading", round_, self.store.root)
         profiled = label in PROFILED  # once per code hash: the search's own grading, not the final pick's regrade
         # a child's grading only, where the screen defers (evaluator.trust.defer_below_best)
-        bar = self.result_bar if label == "" and grader == self.grader and self.ev.config.trust.defer_below_best else None
+        bar = self.result_bar if label == "" and grader == self.grader and self.ev.config.trust.defer_below_best != "never" else None
         # a parent-check: the child's own grading, where only its watch waits (evaluator.trust.watch apart)
         scored = self._deferred.pop(h, None) if label == "parent-check" else None
         v = self._evaluate(files, grader, out, loop, profiled, bar, scored)

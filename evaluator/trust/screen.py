@@ -39,7 +39,8 @@ class Graded:
     (watch.figure_kind), which pesflow's own clock can reproduce; a count is not. `run`: the
     grading's run (None: a backend whose guard reports nothing). `bar`: a search's best figure so
     far: a correct figure at or under it could not become a result when graded, so its probes
-    wait until the search picks it (deferred), unless it is held for a person anyway."""
+    wait until the search picks it (deferred), unless it is held for a person anyway. `apart`:
+    the screen watches from a second grading (trust.defer_below_best apart defers only there)."""
     mode: str
     task_key: str
     files: dict[str, str | None]
@@ -56,6 +57,7 @@ class Graded:
     profile: dict[str, Any] | None = None
     timed: bool = True
     bar: float | None = None
+    apart: bool = False  # the screen watches from a second grading (evaluator/trust/watch.py)
 
 
 class TrustScreen:
@@ -160,7 +162,8 @@ class TrustScreen:
     def defers(self, g: Graded) -> bool:
         """Whether the probes of a correct grading wait (trust.deferred): its figure does not pass
         the search's best so far (`bar`), and nothing about it asks a person to look."""
-        if not (self.config.enabled and self.config.defer_below_best and g.correct and g.mode in SCREENED_MODES):
+        how = self.config.defer_below_best
+        if not (self.config.enabled and (how == "always" or (how == "apart" and g.apart)) and g.correct and g.mode in SCREENED_MODES):
             return False
         _, implausible, capped = self._plausibility(g)
         return deferrable(g.speedup, g.bar) and not (implausible or capped)
