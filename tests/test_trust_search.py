@@ -155,6 +155,8 @@ def test_a_deferred_grading_is_a_member_never_the_best_and_leaves_when_its_full_
     pop.add(sol("waiting", 3.0, waiting))  # over the honest best: as after the best it was graded under is rejected
     assert pop.get("waiting").fitness == 3.0 and "waiting" in {s.id for s in pop.members(0)}
     assert pop.best().id == "honest" and pop.top(1)[0].id == "waiting"
+    rng = random.Random(0)  # shown to no model as an inspiration before its full screen
+    assert not any("waiting" in {s.id for s in pop.sample(0, rng)[1]} for _ in range(200))
     pop.settle("waiting", Trust(checks={"probes": {"ran": True}}), counts=True)
     assert not pop.get("waiting").trust.deferred and pop.best().id == "waiting"
     pop.add(sol("hidden-cheat", 1.5, waiting))

@@ -456,16 +456,17 @@ class Population:
         n = self.config.inspirations
         chosen: list[str] = []
         fit = lambda i: (-self._sols[i].fitness, self._index[i])  # type: ignore[operator]  # noqa: E731
-        own = self._ordered({i for i in self._cells[island].values() if i != parent_id})
+        waiting = {i for i, s in self._sols.items() if s.trust.deferred}  # not screened in full: its code is shown to no model
+        own = self._ordered({i for i in self._cells[island].values() if i != parent_id} - waiting)
         if own and n:
             first = min(own, key=fit)
             rest = [i for i in own if i != first]
             chosen = [first] + rng.sample(rest, min(n - 1, len(rest)))
         others = self._ordered(
-            {i for j, c in enumerate(self._cells) if j != island for i in c.values()} - {parent_id, *chosen}
+            {i for j, c in enumerate(self._cells) if j != island for i in c.values()} - {parent_id, *chosen} - waiting
         )
         chosen += rng.sample(others, min(n - len(chosen), len(others)))
-        left = self._ordered(set(self._members[island]) - {parent_id, *chosen})
+        left = self._ordered(set(self._members[island]) - {parent_id, *chosen} - waiting)
         chosen += rng.sample(left, min(n - len(chosen), len(left)))
         return chosen
 
