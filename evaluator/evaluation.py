@@ -147,9 +147,9 @@ class Evaluator:
             *(r for r in task.scope if "*" not in r), *screened])}
         scope_texts = {**baseline, **screened}
         guard = self.trust.guard_config(mode, task.source_root, scope_texts, baseline, env, warm_key=task.content_hash[:20])
-        g = _Grading(task, prepared, mode, grader, device, env, files, screened, baseline, guard, log_dir, timeout, base, reviewer,
-                     profile=profile is not None and grader == "dev", bar=result_bar)
         two, why = watch.apart(self.config.trust.watch, task.toml.primary_metric.metric_kind, task.toml.verifier.timing_metric)
+        g = _Grading(task, prepared, mode, grader, device, env, files, screened, baseline, guard, log_dir, timeout, base, reviewer,
+                     profile=profile is not None and grader == "dev", bar=result_bar, apart=two)
         try:
             if guard is not None and two:
                 return finish(self._grade_apart(g, why, scored))
@@ -338,8 +338,7 @@ class Evaluator:
             baseline_scale=v.speedup is not None, warm_key=task.content_hash[:20], graders=self._grader_text(task),
             timed=watch.figure_kind(task.toml.primary_metric.metric_kind, task.toml.verifier.timing_metric)[0] == "timed",
             profile=profiles.budget(self.config.profile_sec, self.config.profile_share, run.grader_seconds)
-            if g.profile and v.correct else None, bar=g.bar,
-            apart=watch.apart(self.config.trust.watch, task.toml.primary_metric.metric_kind, task.toml.verifier.timing_metric)[0])
+            if g.profile and v.correct else None, bar=g.bar, apart=g.apart)
 
     def _screened_files(self, task: Task, prepared: Prepared, mode: str, files: dict[str, str | None],
                         artifact: Path | None) -> dict[str, str | None]:
@@ -410,6 +409,7 @@ class _Grading:
     official: Verdict | None = None  # a watched grading's: the scored grading's verdict, whose figure counts
     profile: bool = False  # the probe profiles the candidate too (evaluator/profile.py)
     bar: float | None = None  # a search's best figure so far: at or under it, the probes wait (evaluate's result_bar)
+    apart: bool = False  # the score and the screen's watch are two gradings (watch.apart)
 
 
 def said_to_the_model(log_dir: Path, grader: str, scope: list[str]) -> tuple[str | None, list[str], list[str]]:

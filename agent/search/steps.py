@@ -133,9 +133,10 @@ class Search:
             if not parent.trust.deferred:
                 break
             v = self.grade(parent.files, label="parent-check", round_=k)
-            self.population.settle(parent.id, v.trust, counts=v.correct and v.is_result)
-            self.journal(Event.settled, round=k, id=parent.id, counts=v.correct and v.is_result, reasons=list(v.trust.reasons))
-            if not (v.correct and v.is_result):
+            counts = v.correct and v.is_result
+            self.population.settle(parent.id, v.trust, counts=counts)
+            self.journal(Event.settled, round=k, id=parent.id, counts=counts, reasons=list(v.trust.reasons))
+            if not counts:
                 parent, inspirations = self.population.sample(island, self.state.rng)
         n = self.loop.recent_failures
         failures = [s for s in self.population.failures() if s.round > 0][-n:] if n else []

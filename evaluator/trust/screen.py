@@ -103,7 +103,8 @@ class TrustScreen:
         # Probes for what could become a result: correct, and faster than the baseline (or of
         # unknown speed); a grading no faster than the baseline gains nothing from a cheat.
         worth = speedup is None or not g.baseline_scale or speedup > 1.0 or implausible or capped
-        deferred = bool(worth and run is not None and self.config.probes and prober is not None and self.defers(g))
+        deferred = bool(worth and run is not None and self.config.probes and prober is not None
+                        and self._defers(g, implausible or capped))
         far = None  # a figure pesflow's own clock comes short of, for a person (not_reproduced)
         if profile:  # the baseline's profile beside the candidate's: only the frozen baseline's, never the package's reference's
             profile = {**profile, "baseline_texts": {t for t in baseline.values() if t}}
@@ -162,11 +163,14 @@ class TrustScreen:
     def defers(self, g: Graded) -> bool:
         """Whether the probes of a correct grading wait (trust.deferred): its figure does not pass
         the search's best so far (`bar`), and nothing about it asks a person to look."""
-        how = self.config.defer_below_best
-        if not (self.config.enabled and (how == "always" or (how == "apart" and g.apart)) and g.correct and g.mode in SCREENED_MODES):
-            return False
         _, implausible, capped = self._plausibility(g)
-        return deferrable(g.speedup, g.bar) and not (implausible or capped)
+        return self._defers(g, implausible or capped)
+
+    def _defers(self, g: Graded, held: bool) -> bool:
+        """defers, the plausibility already known (`held`: implausible or at the reward's cap)."""
+        how = self.config.defer_below_best
+        return bool(self.config.enabled and (how == "always" or (how == "apart" and g.apart)) and g.correct
+                    and g.mode in SCREENED_MODES and deferrable(g.speedup, g.bar) and not held)
 
     def _budget(self, full: bool) -> float:
         return self.config.full_probe_budget_sec if full else self.config.probe_budget_sec
