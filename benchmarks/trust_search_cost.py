@@ -61,6 +61,8 @@ def main() -> int:
     ap.add_argument("--task", required=True)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--settings", default="off,on,unpaced")
+    ap.add_argument("--verdicts", default=None, metavar="FILE",
+                    help="also write each counted verdict (setting, label, seconds, the screen's checks) as a JSON line")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a config setting for every run (a GPU machine: evaluator.local.install_steps=skip)")
     args = ap.parse_args()
@@ -85,6 +87,14 @@ def main() -> int:
         deferred = sum(1 for t in trusts if t.get("deferred"))
         checked = sum(1 for v in verdicts if v.get("label") == "parent-check")
         med = secs[len(secs) // 2] if secs else 0.0
+        if args.verdicts:  # where each grading's time went, without the run's folder (large on a GPU)
+            with open(args.verdicts, "a") as out:
+                for v in verdicts:
+                    checks = ((v.get("verdict") or {}).get("trust") or {}).get("checks") or {}
+                    out.write(json.dumps({"setting": name, "label": v.get("label"), "hash": v.get("content_hash"),
+                                          "grading_seconds": v.get("grading_seconds"),
+                                          "speedup": (v.get("verdict") or {}).get("speedup"),
+                                          "probes": checks.get("probes"), "watch": checks.get("watch")}, default=str) + "\n")
         print(f"| {name} | {len(secs)} | {sum(secs):.1f} | {med:.2f} | {wall:.1f} | {suspect} | {deferred} | {checked} |")
     return 0
 

@@ -11,10 +11,10 @@
 #                  graders, on each package of CHEAT_TASKS (one process a package, at once; only
 #                  the rows of CHEAT_ONLY where it is set), then alone on the GPU
 #              (a) the screen's cost in a search on SEARCH_TASK (benchmarks/trust_search_cost.py,
-#                  ROUNDS rounds, screen off and on) and in a grading on TASK
+#                  ROUNDS rounds, SEARCH_SETTINGS: screen off and on) and in a grading on TASK
 #                  (benchmarks/trust_overhead.py, SETTINGS in turn), then at once
 #              (b) `pesflow tasks check` of each package of LONG, one shard a package (rows whose
-#                  gradings run past one call),
+#                  gradings run past one call); with LONG_FIRST=1 alone on the GPU before (a),
 #              (c) the oracle of each package of REFS under the hidden grader with the screen on,
 #                  SHARDS at once (`pesflow evaluate --mode oracle --json`, one line a package).
 #            Everything it writes lies under /tmp/persist. Then it waits as collect does.
@@ -25,7 +25,8 @@
 #
 # NO_WHEELS=1: a dry run here, on this machine's python (pydantic installed).
 #   OUT=... BUDGET_S=540 [LONG=file] [REFS=file] [SHARDS=3] [TASK=kfc/flash-online-softmax-prefill] [CHEAT_TASKS="a b"] \
-#     [SETTINGS=off,warm] [REPEATS=7] [KEEP=file] [CHEAT_ONLY="reference ..."] [SEARCH_TASK=t] [ROUNDS=4] bash benchmarks/gpu/trust_gpu_session.sh start|collect
+#     [SETTINGS=off,warm] [REPEATS=7] [KEEP=file] [CHEAT_ONLY="reference ..."] [SEARCH_TASK=t] [ROUNDS=4] \
+#     [SEARCH_SETTINGS=off,default] [LONG_FIRST=1] bash benchmarks/gpu/trust_gpu_session.sh start|collect
 # Keep BUDGET_S under the call's limit_s (status: budget_left_s).
 set -u
 OUT="${OUT:?set OUT}"
@@ -60,18 +61,9 @@ for name in ${CHEAT_TASKS:-}; do
 done
 wait
 echo "cheats over \$(date +%s)" >> $P/driver.log
-if [ -n "${SEARCH_TASK:-}" ]; then  # alone on the GPU
-  python3 benchmarks/trust_search_cost.py --task "${SEARCH_TASK:-}" --tasks-root /tmp/bench/tasks --rounds ${ROUNDS:-4} \\
-    --settings off,on "\${SET[@]}" > $P/search-cost.txt 2>&1
-  echo "search cost over \$(date +%s)" >> $P/driver.log
-fi
-if [ -n "${TASK:-}" ]; then  # alone on the GPU
-  python3 benchmarks/trust_overhead.py --task "${TASK:-}" --tasks-root /tmp/bench/tasks --install-steps skip \\
-    --repeats ${REPEATS:-7} --settings ${SETTINGS:-off,warm} --cache-dir /tmp/cache-o > $P/overhead.txt 2>&1
-  echo "overhead over \$(date +%s)" >> $P/driver.log
-fi
-i=0
-if [ -f $P/long.txt ]; then
+checks() {  # the rows of LONG, one shard a package, at once
+  i=0
+  [ -f $P/long.txt ] || return 0
   while read -r name; do
     [ -z "\$name" ] && continue
     mkdir -p $P/check-\$i
@@ -80,7 +72,22 @@ if [ -f $P/long.txt ]; then
       --set evaluator.local.cache_dir=/tmp/cache-l\$i --out $P/check-\$i > $P/check-\$i.txt 2>&1 &
     i=\$((i+1))
   done < $P/long.txt
+}
+if [ -n "${LONG_FIRST:-}" ]; then  # the rows alone on the GPU, before the search
+  checks; wait
+  echo "checks over \$(date +%s)" >> $P/driver.log
 fi
+if [ -n "${SEARCH_TASK:-}" ]; then  # alone on the GPU
+  python3 benchmarks/trust_search_cost.py --task "${SEARCH_TASK:-}" --tasks-root /tmp/bench/tasks --rounds ${ROUNDS:-4} \\
+    --settings ${SEARCH_SETTINGS:-off,on} --verdicts $P/search-verdicts.jsonl "\${SET[@]}" > $P/search-cost.txt 2>&1
+  echo "search cost over \$(date +%s)" >> $P/driver.log
+fi
+if [ -n "${TASK:-}" ]; then  # alone on the GPU
+  python3 benchmarks/trust_overhead.py --task "${TASK:-}" --tasks-root /tmp/bench/tasks --install-steps skip \\
+    --repeats ${REPEATS:-7} --settings ${SETTINGS:-off,warm} --cache-dir /tmp/cache-o > $P/overhead.txt 2>&1
+  echo "overhead over \$(date +%s)" >> $P/driver.log
+fi
+[ -n "${LONG_FIRST:-}" ] || checks
 if [ -f $P/refs.txt ]; then
   mapfile -t names < $P/refs.txt
   n=${SHARDS:-3}
@@ -106,7 +113,7 @@ fi
 
 # collect (and the rest of start's call): until the deadline or the driver's end, then what is there
 until grep -qs "driver done" "$P/driver.log" || [ "$(date +%s)" -ge "$DEADLINE" ]; do sleep 5; done
-for f in references.jsonl overhead.txt search-cost.txt driver.log; do [ -f "$P/$f" ] && cp "$P/$f" "$OUT/"; done
+for f in references.jsonl overhead.txt search-cost.txt search-verdicts.jsonl driver.log; do [ -f "$P/$f" ] && cp "$P/$f" "$OUT/"; done
 cat "$P"/cheats-*.jsonl > "$OUT/cheats.jsonl" 2>/dev/null
 cat "$P"/check-*/results.jsonl > "$OUT/long-results.jsonl" 2>/dev/null
 cat "$P"/check-*/gradings.jsonl > "$OUT/long-gradings.jsonl" 2>/dev/null
