@@ -1,13 +1,15 @@
 """What the trust screen costs a search: the same scripted search on a package, with the screen
-off, on, and on without the figure reproduced (trust.reproduce_ratio=0), side by side in one run.
+off and on in several settings, side by side in one run.
 
 The scripted model proposes the package's own reference each time, with one new line (so each
 child is new code and graded): correct and faster than the baseline, the gradings the screen's
 probes and invariants are for. Prints, per setting, the search's grading seconds (journal
 `grading_seconds`, the search's own gradings), the wall time of the run, and whether any
-grading was suspect. The search's gradings are its children's and the parents graded again with
-every probe when picked (`parent-check`: a child whose probes were deferred, trust.deferred);
-`deferred` counts the children whose probes waited.
+grading was suspect. The search's gradings are its children's and the parents screened in full
+when picked (`parent-check`: a child whose probes were deferred, trust.deferred; the probes alone
+on what its grading kept, or its watched grading); `deferred` counts the children whose probes
+waited. Settings: off; on (never defers); unpaced (the figure not reproduced); deferred (always);
+apart; default (configs/default.yaml).
 
     python3 benchmarks/trust_search_cost.py --tasks-root <benchmark>/tasks --task T [--rounds 4] \
         [--set evaluator.local.install_steps=skip ...]
@@ -35,7 +37,8 @@ from tests.llm_server import Reply, Request, variant_line  # noqa: E402
 
 SETTINGS = {"off": {"evaluator.trust.enabled": "false"}, "on": {"evaluator.trust.defer_below_best": "never"},
             "unpaced": {"evaluator.trust.reproduce_ratio": "0"},
-            "deferred": {"evaluator.trust.defer_below_best": "always"}, "default": {}}
+            "deferred": {"evaluator.trust.defer_below_best": "always"}, "apart": {"evaluator.trust.defer_below_best": "apart"},
+            "default": {}}
 
 
 def proposer(files: dict[str, str]):

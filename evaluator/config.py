@@ -97,8 +97,8 @@ class TrustConfig(_Strict):
     watch: Literal["auto", "apart", "same"] = "auto"
     watch_tolerance: float = Field(2.0, gt=1)  # scored figure over watched past this: a person looks
     # a search's correct grading at or under its best so far: probes and watched grading deferred until
-    # it is picked; apart: only where the screen watches from a second grading (always, never)
-    defer_below_best: Literal["apart", "always", "never"] = "apart"
+    # it is picked (always); apart: only where the screen watches from a second grading; never
+    defer_below_best: Literal["apart", "always", "never"] = "always"
 
 
 class EvaluatorConfig(_Strict):

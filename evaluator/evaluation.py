@@ -29,7 +29,7 @@ from evaluator.feedback import candidate_diagnostics, dev_details, dev_output, l
 from evaluator import profile as profiles
 from evaluator.hardware import gpu_available
 from evaluator.task import OFFICIAL_URL, Task, TaskError, load_task, task_roots
-from evaluator.trust import watch, written
+from evaluator.trust import later, watch, written
 from evaluator.trust.screen import Graded, Prober, TrustScreen
 from evaluator.trust.findings import Trust, withhold_untrusted
 from evaluator.verdict import PackageRef, Status, Verdict, from_reward_json, read_reward_file
@@ -153,7 +153,8 @@ class Evaluator:
         try:
             if guard is not None and two:
                 return finish(self._grade_apart(g, why, scored))
-            v = self._grade(g)
+            v = self._probe_later(g, scored) if guard is not None and scored is not None else None
+            v = v or self._grade(g)
             if guard is not None and v.trust.checks.get("screened"):
                 v.trust.checks["watch"] = {"how": "same", "why": why}
             return finish(v)
@@ -216,6 +217,18 @@ class Evaluator:
             v.trust.needs_review = True
             v.trust.reasons = [*differs, *v.trust.reasons]
         say_trust(v, " when watched")
+        return v
+
+    def _probe_later(self, g: "_Grading", scored: Verdict) -> Verdict | None:
+        """A deferred grading's probes alone, on the calls it kept (evaluator/trust/later.py), in a
+        fresh sandbox: its figures and its guard's events stay the scored grading's. None where it
+        kept nothing (a whole grading then)."""
+        run = later.kept(Path(scored.log_dir), g.log_dir) if scored.trust.deferred and scored.correct else None
+        if run is None:
+            return None
+        v = scored.model_copy(deep=True, update={"trust": Trust(), "log_dir": str(g.log_dir)})
+        v = self._judge(replace(g, bar=None), run, v, self._fresh_prober(g))
+        v.trust.checks["later"] = {"scored": scored.log_dir}
         return v
 
     def _interpret(self, g: "_Grading", run: GradeRun, prober: Prober | None) -> Verdict:
@@ -319,6 +332,8 @@ class Evaluator:
         prober.same_sandbox = getattr(backend_prober, "same_sandbox", False)  # type: ignore[attr-defined]
 
         v.trust = self.trust.judge(self._graded(g, run, v, backend_prober is not None), prober if backend_prober is not None else None)
+        if v.trust.deferred and not g.apart:  # its probes run later on what it kept, if the search picks it
+            later.keep(run, g.log_dir)
         probes = v.trust.checks.get("probes")
         if isinstance(probes, dict) and probes.get("ran"):  # where they ran: the grading's own sandbox, or a new one
             probes["sandbox"] = "the grading's" if getattr(backend_prober, "same_sandbox", False) else "fresh"

@@ -400,6 +400,11 @@ def test_a_child_under_the_best_is_probed_only_once_picked_as_a_parent(tmp_path,
     checks = [d for d in verdicts if d["label"] == "parent-check"]
     assert {d["content_hash"] for d in checks} == {children[i] for i in settled}
     assert all(d["verdict"]["trust"]["checks"]["probes"]["ran"] and not d["verdict"]["trust"]["deferred"] for d in checks)
+    # the guard was inside the child's grading: its check is the probes alone, on what that grading kept
+    child = {d["content_hash"]: d["verdict"] for d in verdicts if d["label"] == ""}
+    for d in checks:
+        assert d["verdict"]["trust"]["checks"]["later"] == {"scored": child[d["content_hash"]]["log_dir"]}
+        assert d["verdict"]["grader_seconds"] == child[d["content_hash"]]["grader_seconds"]
     run = json.loads((run_dir / "run.json").read_text())
     assert run["best"]["id"] not in {i for i, h in children.items() if h in waited and i not in settled}
     assert audit(run_dir).ok, audit(run_dir).violations
