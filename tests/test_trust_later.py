@@ -94,3 +94,46 @@ def test_a_kept_input_changed_before_the_later_probes_is_suspect_and_nothing_kep
     again = graded(deferring, code, scored=scored)
     assert "later" not in again.trust.checks and (Path(again.log_dir) / "logs" / "verifier" / "reward.json").is_file()
     assert again.correct and again.trust.checks["probes"].get("ran") and not again.trust.suspect
+
+
+
+@needs_root
+def test_a_stopped_search_s_waiting_children_are_screened_on_what_they_kept_when_it_goes_on(tmp_path, cache_dir, monkeypatch):
+    """The children whose probes waited at a stop are known again from the journal (what a resume
+    reads): picked by the search that goes on, each is screened on what its own grading kept."""
+    from agent.rundir import journal
+    from agent.rundir.store import RunStore
+    from agent.search.grading import Grading
+    from agent.search.session import load_run, start_run
+    from evaluator.evaluation import Evaluator
+    from tests.conftest import toy_tasks_root
+    from tests.llm_server import ScriptedLLMServer
+    from tests.test_trust_search import deferring_engineer, search_config
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-0123456789abcdefghij")
+    root = tmp_path / "tasks"
+    toy_tasks_root(root)
+    with ScriptedLLMServer(deferring_engineer) as server:
+        cfg = search_config(tmp_path, cache_dir, server, **{"loop.rounds": 2, "loop.children": 2})
+        run_dir, status = start_run(cfg, "kfc/toy-sum", [str(root)])
+    assert status == "finished"
+    events = journal.read(run_dir / "journal.jsonl")
+    scored = {e["data"]["content_hash"]: e["data"]["verdict"] for e in events if e["kind"] == "verdict" and e["data"]["label"] == ""
+              and e["data"]["verdict"]["trust"].get("deferred")}
+    checked = {e["data"]["content_hash"] for e in events if e["kind"] == "verdict" and e["data"]["label"] == "parent-check"}
+    state = json.loads(sorted(run_dir.glob("checkpoints/round-*"))[-1].joinpath("pesflow_state.json").read_text())
+    sols = {s["content_hash"]: s for s in state["population"]["solutions"]}
+    waiting = [h for h in scored if h not in checked and h in sols]
+    assert waiting, "no child's probes were still waiting at the stop"
+    _, run_cfg, task = load_run(run_dir)
+    ev = Evaluator(run_cfg.evaluator, tasks_roots=[root], log_root=tmp_path / "evaluations")
+    try:  # a new process's grading, as a resume makes it
+        grading = Grading(ev, task, RunStore(run_dir), run_cfg.evaluator.grader)
+        grading.baseline_files = dict(next(s for s in sols.values() if s["id"] == "baseline")["files"])
+        grading.count_recorded(events)
+        for h in waiting:
+            v = grading.grade(sols[h]["files"], label="parent-check")
+            assert v.trust.checks["later"] == {"scored": scored[h]["log_dir"]}, v.trust.checks
+            assert v.trust.checks["probes"]["ran"] and not v.trust.suspect and v.speedup == scored[h]["speedup"]
+    finally:
+        ev.close()

@@ -89,11 +89,18 @@ class Grading:
 
     def count_recorded(self, events: list[dict[str, Any]]) -> None:
         """A resumed or replayed run's loop as its journal left it: every dev grading recorded is a
-        submission made (one served again from the record is not made twice), its best kept."""
+        submission made (one served again from the record is not made twice), its best kept; and
+        the children whose probes still wait, for their parent-checks to run on what they kept."""
         for e in events:
             d = e["data"]
-            if e["kind"] == Event.verdict and not d.get("reused") and d.get("grader") == "dev":
+            if e["kind"] != Event.verdict or d.get("reused"):
+                continue
+            if d.get("grader") == "dev":
                 self._submitted(self._submission("dev"), Verdict.model_validate(d["verdict"]))
+            if d.get("label") == "" and ((d.get("verdict") or {}).get("trust") or {}).get("deferred"):
+                self._deferred[d["content_hash"]] = Verdict.model_validate(d["verdict"])
+            elif d.get("label") == "parent-check":
+                self._deferred.pop(d["content_hash"], None)
 
     def _submission(self, grader: str) -> dict[str, Any] | None:
         if grader != "dev":
