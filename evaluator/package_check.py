@@ -11,7 +11,8 @@ dispatch, evaluator/modes.py) and its negative where there is one, and classify 
 - package_defect: the package's own build, or its frozen baseline, fails the same way whatever
   the candidate (noop and oracle alike), or its negative scores;
 - environment_differs: the local stand-in differs from what the Dockerfile pins, and the
-  failure points there (a missing or other-version module, an import from elsewhere);
+  failure points there (a missing or other-version module, an import from elsewhere); or the
+  GPU ran out of memory (a card with less memory than the one the package was made for);
 - needs_gpu: a GPU package on a machine without one;
 - unsupported: something pesflow does not grade, named (a multi-stage Dockerfile, no oracle).
 A traceback of pesflow is never a class: check_package lets it through, as the bug it is.
@@ -35,8 +36,11 @@ from evaluator.verdict import Status, Verdict, code_reasons
 
 ANCHOR_BAND = (0.8, 1.25)
 CLASSES = ("ok", "anchor_differs", "package_defect", "environment_differs", "needs_gpu", "unsupported")
-CHECK_VERSION = "check-3"  # bump when a rule changes: earlier results are then checked again
+CHECK_VERSION = "check-4"  # bump when a rule changes: earlier results are then checked again
 _ERROR = re.compile(r"(Traceback|Error|error:|FAIL|fatal|Assertion|No module named|cannot|not found)", re.I)
+# what a GPU's own allocator says when the card is full (PyTorch, cuBLAS, the CUDA runtime)
+_CARD_MEMORY = re.compile(r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|"
+                          r"CUDA_ERROR_OUT_OF_MEMORY", re.I)
 _ENV_HINTS = re.compile(r"No module named|import_origin|version|torch|triton|vllm|flash.?attn|cuda|libcu|nvcc|GLIBC", re.I)
 
 
@@ -53,6 +57,7 @@ class ModeResult(BaseModel):
     seconds: float = 0.0
     suspect: bool | None = None  # the trust screen's verdict on this grading (evaluator/trust/)
     trust_reasons: list[str] = Field(default_factory=list)
+    card_memory: str = ""  # a line of the grading's logs saying the GPU ran out of memory
 
 
 class PackageCheck(BaseModel):
@@ -122,7 +127,29 @@ def _result(v: Verdict, grader: str, mode: str, artifact: str | None) -> ModeRes
     return ModeResult(grader=grader, mode=mode, artifact=artifact, status=v.status.value, reward=v.reward, speedup=v.speedup,
                       reasons=v.hard_fail_reasons[:8], dev_kind=v.dev.kind if v.dev else None,
                       first_error=first_error(v) if failed else "", seconds=v.seconds,
-                      suspect=v.trust.suspect if v.trust.checks.get("screened") else None, trust_reasons=v.trust.reasons[:4])
+                      suspect=v.trust.suspect if v.trust.checks.get("screened") else None, trust_reasons=v.trust.reasons[:4],
+                      card_memory=card_memory(v) if failed or v.status != Status.ok else "")
+
+
+def card_memory(v: Verdict, tail: int = 1 << 20) -> str:
+    """The first line of a grading's output or logs (whatever their names: a package's timing
+    writes *.out) saying the GPU ran out of memory, '' where none does (the last `tail` bytes of each)."""
+    d = Path(v.log_dir) if v.log_dir else None
+    if d is None or not d.is_dir():
+        return ""
+    for p in [d / "grader_output.log", *sorted((d / "logs").rglob("*"))]:
+        try:
+            if p.is_symlink() or not p.is_file():
+                continue
+            with open(p, "rb") as f:
+                f.seek(max(0, p.stat().st_size - tail))
+                text = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if _CARD_MEMORY.search(line):
+                return line.strip()[:240]
+    return ""
 
 
 def check_package(ev, task: Task, graders: tuple[str, ...] = ("hidden",), device: str | None = None,  # noqa: ANN001 - an Evaluator
@@ -192,6 +219,11 @@ def classify(task: Task, results: list[ModeResult], environment: dict | None) ->
     if not good:
         o = oracles[0]
         why = o.first_error or ", ".join(o.reasons) or o.status
+        full = next((r.card_memory for r in [o, noop] if r.card_memory), "")
+        if full:  # the card, not the package: its memory is less than the card the package was made for
+            cards = ", ".join(task.toml.environment.gpu_types) or "another card"
+            return "environment_differs", f"{', '.join(o.reasons[:3]) or o.status}: the GPU ran out of memory ({full}); " \
+                                          f"the package was made for {cards}: grade it on a card with more memory", None
         if any("stand-in python" in r.first_error for r in hidden):
             return "environment_differs", why, None
         if diffs and _ENV_HINTS.search(" ".join([why, *o.reasons])):  # the failure points at what differs

@@ -52,3 +52,29 @@ def test_a_grading_kept_by_an_earlier_trust_screen_is_not_this_ones(tmp_path, mo
     assert package_check.check_key(task, ("hidden",)) == before  # the same code, wherever it lies
     (copy / "written.py").write_text((copy / "written.py").read_text() + "\n# a rule changed\n")
     assert package_check.check_key(task, ("hidden",)) != before
+
+
+OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 16.00 GiB. GPU 0 has a total capacity of 79.18 GiB "
+       "of which 14.47 GiB is free.")
+
+
+def test_a_card_out_of_memory_is_the_environment_not_the_package(tmp_path):
+    """The frozen baseline's timing runs out of the card's memory in every mode (a card smaller than
+    the package's): the package is not at fault. The line is found whatever the log's name."""
+    from evaluator.package_check import ModeResult, card_memory, classify
+
+    v = verdict_with_log(tmp_path / "a", "")
+    (tmp_path / "a/logs/verifier/base_timing.out").write_text("\n".join(TRACE[:3] + [OOM, ""]))
+    assert card_memory(v) == OOM
+    assert card_memory(verdict_with_log(tmp_path / "b", "\n".join(TRACE))) == ""
+    task = load_task("kfc/toy-sum", [FIXTURES])
+    timing = ["baseline_timing_failed", "timing_invalid", "speedup_not_above_baseline"]
+
+    def results(line: str) -> list[ModeResult]:
+        return [ModeResult(grader="hidden", mode="noop", status="hard_fail", reward=0.0, reasons=["candidate_timing_failed", *timing],
+                           card_memory=line),
+                ModeResult(grader="hidden", mode="oracle", status="hard_fail", reward=0.0, reasons=timing, card_memory=line),
+                ModeResult(grader="hidden", mode="negative", status="hard_fail", reward=0.0, reasons=["correctness_incomplete"])]
+    klass, evidence, _ = classify(task, results(OOM), None)
+    assert klass == "environment_differs" and "ran out of memory" in evidence and "16.00 GiB" in evidence, evidence
+    assert classify(task, results(""), None)[0] == "package_defect"  # the same failure without the card's word
