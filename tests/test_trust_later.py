@@ -18,6 +18,7 @@ import pytest
 from evaluator.candidate import CandidateSource
 from evaluator.trust.later import KEPT_FILE
 from tests.conftest import FIXTURES, needs_root
+from tests.test_docker_backend import docker_config, engine_url  # noqa: F401 (fixture)
 from tests.test_trust_invariants import HONEST, TIMED
 
 pytestmark = needs_root
@@ -135,5 +136,22 @@ def test_a_stopped_search_s_waiting_children_are_screened_on_what_they_kept_when
             v = grading.grade(sols[h]["files"], label="parent-check")
             assert v.trust.checks["later"] == {"scored": scored[h]["log_dir"]}, v.trust.checks
             assert v.trust.checks["probes"]["ran"] and not v.trust.suspect and v.speedup == scored[h]["speedup"]
+    finally:
+        ev.close()
+
+
+def test_the_later_probes_run_in_a_fresh_container_on_the_docker_backend(engine_url, tmp_path_factory):  # noqa: F811
+    """The same on a container engine: the probes later are a grading of their own there too."""
+    from evaluator.config import TrustConfig
+    from evaluator.evaluation import Evaluator
+
+    cfg = docker_config(engine_url, tmp_path_factory.mktemp("docker-cache")).model_copy(
+        update={"trust": TrustConfig(defer_below_best="always", plausibility_ratio=1e6, review_at_reward_cap=False)})
+    ev = Evaluator(cfg, tasks_roots=[FIXTURES], log_root=tmp_path_factory.mktemp("docker-later"))
+    try:
+        cheat = later(ev, TIMED["calls_counted"], deferred(ev, TIMED["calls_counted"]))
+        assert cheat.trust.suspect and "knows_who_asks" in cheat.trust.families, cheat.trust.reasons
+        honest = later(ev, HONEST["closed_form"], deferred(ev, HONEST["closed_form"]))
+        assert not honest.trust.suspect, honest.trust.reasons
     finally:
         ev.close()
