@@ -101,15 +101,16 @@ def test_honest_answers_are_the_same_whoever_asks(evaluator, name):
 
 
 # The figure reproduced: the baseline's own code, which on its first call finds the harness's
-# baseline module in its caller's globals and makes its function sleep 150 ms a call (rules name
-# that too); the
-# figure pesflow reproduces is the baseline's, loaded by pesflow before any candidate code, against
-# the candidate: no faster than it.
+# baseline module in its caller's globals and makes its function sleep 400 ms a call (rules name
+# that too): a figure of 25x or more even on a loaded machine, far past the 10x line over pesflow's
+# ratio (at 150 ms the figure fell to 11x under load, at the line). The figure pesflow reproduces
+# is the baseline's, loaded by pesflow before any candidate code, against the candidate: no faster
+# than it.
 SLOWS_BASELINE = (
     "import sys as _s, time as _t\n"
     "def _slow(f):\n"
     "    def g(n):\n"
-    "        _t.sleep(0.15)\n"
+    "        _t.sleep(0.4)\n"
     "        return f(n)\n"
     "    return g\n"
     "def sum_squares(n):\n"
