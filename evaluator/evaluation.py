@@ -223,7 +223,7 @@ class Evaluator:
         """A deferred grading's probes alone, on the calls it kept (evaluator/trust/later.py), in a
         fresh sandbox: its figures and its guard's events stay the scored grading's. None where it
         kept nothing (a whole grading then)."""
-        run = later.kept(Path(scored.log_dir), g.log_dir) if scored.trust.deferred and scored.correct else None
+        run = later.kept(Path(scored.log_dir)) if scored.trust.deferred and scored.correct else None
         if run is None:
             return None
         v = scored.model_copy(deep=True, update={"trust": Trust(), "log_dir": str(g.log_dir)})

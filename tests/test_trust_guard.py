@@ -172,6 +172,30 @@ def test_an_input_too_large_to_keep_is_neither_held_nor_pickled(tmp_path):
     assert [r["size"] < 1 << 20 for r in end["records"]] == [True], "the small input is still kept"
 
 
+LONG_INPUTS = """
+import gc, os, sys, weakref
+sys.path.insert(0, {pkg!r})
+import numpy as np
+import submission.kernel as k
+k.entry([np.arange(128, dtype=np.int64) for _ in range(300)])  # 300 KiB in all: kept
+many = [np.zeros(1024) for _ in range(300)]  # 2.4 MiB in all, in small pieces: over the limit
+held = weakref.ref(many[150])
+out = k.entry(many)
+del many, out
+gc.collect()
+os._exit(3 if held() is not None else 0)
+"""
+
+
+def test_a_long_list_of_small_arrays_is_sized_by_its_whole_length(tmp_path):
+    # the size is estimated from items spread over a long list (walking each item cost a
+    # millisecond inside every sampled call): still the whole list's bytes, kept or refused as one
+    events = guarded(tmp_path, "def entry(x):\n    return len(x)\n", LONG_INPUTS, limits={"max_record_bytes": 1 << 20})
+    assert [(e["fn"], e["why"]) for e in events if e["kind"] == "record_skipped"] == [("entry", "too large")]
+    end = [e for e in events if e["kind"] == "end"][0]
+    assert [(200 << 10) < r["size"] < 1 << 20 for r in end["records"]] == [True], end["records"]
+
+
 def test_threads_left_running_call_after_call_are_named_and_a_joined_pool_is_not(tmp_path):
     left = ("import threading, time\ndef entry(x):\n    out = x * 0\n"
             "    threading.Thread(target=lambda: (time.sleep(0.05), out.__setitem__(slice(None), x))).start()\n    return out\n")

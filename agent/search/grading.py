@@ -95,10 +95,12 @@ class Grading:
             d = e["data"]
             if e["kind"] != Event.verdict or d.get("reused"):
                 continue
+            waits = d.get("label") == "" and ((d.get("verdict") or {}).get("trust") or {}).get("deferred")
+            v = Verdict.model_validate(d["verdict"]) if d.get("grader") == "dev" or waits else None
             if d.get("grader") == "dev":
-                self._submitted(self._submission("dev"), Verdict.model_validate(d["verdict"]))
-            if d.get("label") == "" and ((d.get("verdict") or {}).get("trust") or {}).get("deferred"):
-                self._deferred[d["content_hash"]] = Verdict.model_validate(d["verdict"])
+                self._submitted(self._submission("dev"), v)
+            if waits:
+                self._deferred[d["content_hash"]] = v
             elif d.get("label") == "parent-check":
                 self._deferred.pop(d["content_hash"], None)
 

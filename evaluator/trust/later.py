@@ -14,7 +14,6 @@ it does when it runs at once.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -29,23 +28,18 @@ def keep(run: GradeRun, log_dir: Path) -> None:
     (log_dir / KEPT_FILE).write_text(json.dumps(saved, default=str))
 
 
-def kept(scored_dir: Path, log_dir: Path) -> GradeRun | None:
-    """The run saved by `keep` in `scored_dir`, its kept inputs copied into `log_dir`'s trust/
-    folder (where the probe reads them); None where nothing was saved or it cannot be read."""
+def kept(scored_dir: Path) -> GradeRun | None:
+    """The run saved by `keep` in `scored_dir`, its kept calls read where the grading left them
+    (`trust_dir`: the probe copies out only the calls it picks, up to 64 MiB each, not the
+    whole record); None where nothing was saved or it cannot be read."""
     try:
         saved: dict[str, Any] = json.loads((scored_dir / KEPT_FILE).read_text())
     except (OSError, ValueError):
         return None
     if not isinstance(saved, dict) or not isinstance(saved.get("trust_events"), list):
         return None
-    src, dst = scored_dir / "trust", log_dir / "trust"
-    dst.mkdir(parents=True, exist_ok=True)
-    if src.is_dir():
-        for f in src.iterdir():
-            if f.is_file() and not f.is_symlink():
-                shutil.copyfile(f, dst / f.name)
     seconds = saved.get("grader_seconds")
     return GradeRun(reward=None, returncode=0, timed_out=False, seconds=0.0, output="",
                     grader_seconds=float(seconds) if isinstance(seconds, (int, float)) else None,
                     trust_events=[e for e in saved["trust_events"] if isinstance(e, dict)],
-                    trust_socket=bool(saved.get("trust_socket")))
+                    trust_socket=bool(saved.get("trust_socket")), trust_dir=scored_dir / "trust")

@@ -32,10 +32,12 @@ def probe(run: GradeRun, references: dict[str, list[str]], full: bool, budget: f
         return [], {"ran": False, "why": "no call into the candidate was kept"}
     chosen = _spread(recs, MAX_PROBE_RECORDS if full else 2)
     folder = log_dir / "trust"
+    folder.mkdir(parents=True, exist_ok=True)
+    kept = run.trust_dir or folder  # a deferred grading's own folder: read there, never copied whole
     files: dict[str, Path] = {}
     entries = []
     for i, r in enumerate(chosen):
-        src = folder / Path(str(r.get("path"))).name
+        src = kept / Path(str(r.get("path"))).name
         try:
             with open(src, "rb") as f:
                 f.seek(int(r["offset"]))

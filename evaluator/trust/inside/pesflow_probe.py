@@ -271,11 +271,12 @@ def main():
 
     helpers = HELPERS
     paced = None  # the baseline timed before any candidate code is loaded (pesflow_probe_pace.py)
+    base_said = {}  # {record's index: the baseline's answer}, from its first timed call there
     if cfg.get("pace") and not cfg.get("only_profile"):
         import pesflow_probe_pace as pace  # noqa: PLC0415 - slow to import in every probe: only where the figure is to be reproduced
         chosen = pace.cases(recs, cfg["pace"].get("baseline_refs") or (), lambda rec: inputs.blob(rec, os.path.dirname(CONFIG)), loads)
         paced = (chosen, pace.baseline_first(chosen, lambda rec: getattr(reference(rec, rec["file"], 0), rec["fn"], None),
-                                             helpers, float(cfg["pace"].get("budget_sec", 3)) / 2))
+                                             helpers, float(cfg["pace"].get("budget_sec", 3)) / 2, base_said))
     # the first call on each kept input whose answer the grader got, before any other: what a
     # candidate answers pesflow must not hang on how many calls pesflow made before it
     answered = {} if cfg.get("only_profile") else first_answers(recs, module)
@@ -359,8 +360,8 @@ def main():
             findings.append(("probe.answered_before_inputs", "%s: with the caller's stream held back, it answered before its "
                              "inputs were written (its work runs on a stream that does not wait for the caller's)" % where))
         late_checked = True  # once: a kernel fault it provokes would end the probing
-        want = None
-        for i in range(len(cfg.get("references", {}).get(key, []))):
+        want = base_said.get(idx)
+        for i in range(0 if want is not None else len(cfg.get("references", {}).get(key, []))):
             # the baseline first; the package's reference only where the baseline gives no answer
             # (a stub): loading a module can build a kernel, so none is loaded before it is needed
             try:

@@ -47,18 +47,25 @@ def _round(fn, args, kwargs, reps, h, gpu):
             gc.enable()
 
 
-def least(fn, args, kwargs, h, budget_sec, cold_ok=False):
+def least(fn, args, kwargs, h, budget_sec, cold_ok=False, answer=None):
     """(the least seconds a call over up to _ROUNDS rounds, rounds), or None: one untimed call
     first (a JIT's build, a lazy import), then rounds while the budget holds one more (each as
     long as that first call foretells). Where not one round fits, the first call's time with 0
     rounds if `cold_ok` (the baseline: a cold call is no faster, so it can only make the figure
-    easier to reproduce), else None (the candidate: no figure from a cold call)."""
+    easier to reproduce), else None (the candidate: no figure from a cold call). The first
+    call's output as plain values goes into `answer` (a list) where one is given."""
     gpu = h["on_gpu"]()
     end = _WALL() + budget_sec
     t0 = _WALL()
-    fn(*copy.deepcopy(args), **copy.deepcopy(kwargs))
+    out = fn(*copy.deepcopy(args), **copy.deepcopy(kwargs))
     h["sync"]()
     first = _WALL() - t0
+    if answer is not None:
+        try:
+            answer.append(h["plain"](out))
+        except Exception:  # noqa: BLE001 - no plain answer: the probe calls the baseline itself
+            pass
+    del out
     reps = max(1, min(8, int(_ROUND_SEC / max(first, 1e-6)), _HELD // max(1, h["nbytes"]((args, kwargs)))))
     got = []
     while len(got) < _ROUNDS and _WALL() + 1.5 * first * reps < end:
@@ -83,8 +90,10 @@ def cases(recs, baseline_refs, blob_of, loads):
     return out
 
 
-def baseline_first(chosen, base_of, h, budget_sec):
-    """{index: (seconds, rounds)} of the baseline on each chosen call, before any candidate code."""
+def baseline_first(chosen, base_of, h, budget_sec, answers=None):
+    """{index: (seconds, rounds)} of the baseline on each chosen call, before any candidate code;
+    its answer on each (plain values) into `answers` by index, where one is given: the probe
+    compares the candidate's with it, with no call of the baseline more."""
     out = {}
     end = _WALL() + budget_sec
     for idx, rec, args, kwargs in chosen:
@@ -93,7 +102,10 @@ def baseline_first(chosen, base_of, h, budget_sec):
         try:
             fn = base_of(rec)
             if fn is not None:
-                out[idx] = least(fn, args, kwargs, h, max(0.0, end - _WALL()), cold_ok=True)
+                got = []
+                out[idx] = least(fn, args, kwargs, h, max(0.0, end - _WALL()), cold_ok=True, answer=got)
+                if got and answers is not None:
+                    answers[idx] = got[0]
         except Exception:  # noqa: BLE001 - a baseline that does not run here: no figure
             continue
     return out
