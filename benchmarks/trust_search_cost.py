@@ -12,7 +12,7 @@ waited. Settings: off; on (never defers); unpaced (the figure not reproduced); d
 apart; default (configs/default.yaml).
 
     python3 benchmarks/trust_search_cost.py --tasks-root <benchmark>/tasks --task T [--rounds 4] \
-        [--set evaluator.local.install_steps=skip ...]
+        [--children contenders|mixed] [--set evaluator.local.install_steps=skip ...]
 """
 
 from __future__ import annotations
@@ -41,9 +41,16 @@ SETTINGS = {"off": {"evaluator.trust.enabled": "false"}, "on": {"evaluator.trust
             "default": {}}
 
 
-def proposer(files: dict[str, str]):
-    """A model whose executors answer with the reference's scope file and one new line (variant_line)."""
+# a child that does not build, by the scope file's kind: what a search's failed children are
+BROKEN = {".py": "def _pesflow_broken(:\n", ".cu": "#error pesflow-bench: a broken child\n", ".cuh": "#error pesflow-bench\n",
+          ".cpp": "#error pesflow-bench: a broken child\n", ".h": "#error pesflow-bench\n", ".rs": "compile_error!(\"pesflow-bench\");\n"}
+
+
+def proposer(files: dict[str, str], others: list[dict[str, str]] | None = None):
+    """A model whose executors answer with the reference's scope file and one new line
+    (variant_line); with `others`, the children cycle through the reference and each of them."""
     n = [0]
+    cycle = [files, *(others or [])]
 
     def reply(req: Request) -> Reply:
         user = req.messages[-1]["content"]
@@ -53,7 +60,8 @@ def proposer(files: dict[str, str]):
         if "You are the planner" in user:
             return Reply(text="Use the vectorized form.")
         n[0] += 1
-        return Reply(text="".join(f"{path}\n```\n{code.rstrip()}\n{variant_line(path, n[0])}\n```\n" for path, code in files.items()))
+        chosen = cycle[(n[0] - 1) % len(cycle)]
+        return Reply(text="".join(f"{path}\n```\n{code.rstrip()}\n{variant_line(path, n[0])}\n```\n" for path, code in chosen.items()))
     return reply
 
 
@@ -66,21 +74,32 @@ def main() -> int:
     ap.add_argument("--settings", default="off,on,unpaced")
     ap.add_argument("--verdicts", default=None, metavar="FILE",
                     help="also write each counted verdict (setting, label, seconds, the screen's checks) as a JSON line")
+    ap.add_argument("--children", choices=("contenders", "mixed"), default="contenders",
+                    help="contenders: every child the reference (each one a possible result: the screen's worst case); "
+                         "mixed: the reference, the package's own baseline (correct, no faster) and one that does not "
+                         "import, in turn")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a config setting for every run (a GPU machine: evaluator.local.install_steps=skip)")
     args = ap.parse_args()
     cache = Path(tempfile.gettempdir()) / "pesflow-bench-cache"
     ev = Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache))), tasks_roots=[args.tasks_root],
                    log_root=Path(tempfile.mkdtemp()))
-    files = {k: v for k, v in reference_files(ev.task(args.task)).items() if v is not None}
+    task = ev.task(args.task)
+    files = {k: v for k, v in reference_files(task).items() if v is not None}
     ev.close()
-    print(f"{args.task}: a {args.rounds}-round scripted search proposing the reference, per setting (this machine, in turn)")
+    others = None
+    if args.children == "mixed":
+        base = {rel: (task.root / "environment/repo" / rel).read_text() for rel in files
+                if (task.root / "environment/repo" / rel).is_file()}
+        others = [base, {rel: text + "\n" + BROKEN.get(Path(rel).suffix, BROKEN[".py"]) for rel, text in files.items()}]
+    print(f"{args.task}: a {args.rounds}-round scripted search proposing {'the reference' if others is None else 'the reference, the baseline and a broken child in turn'}, "
+          f"per setting (this machine, in turn)")
     print("| setting | gradings | grading s (sum) | grading s (median) | run wall s | suspect | deferred | parent-check |")
     print("|---|---|---|---|---|---|---|---|")
     work = Path(tempfile.mkdtemp(prefix="pesflow-trust-search-"))
     for name in args.settings.split(","):
         t0 = time.monotonic()
-        run_dir, _ = search(Path(args.tasks_root), work / name, cache, proposer(files), task=args.task,
+        run_dir, _ = search(Path(args.tasks_root), work / name, cache, proposer(files, others), task=args.task,
                             **{"loop.rounds": args.rounds, **dict(kv.split("=", 1) for kv in args.set), **SETTINGS[name]})
         wall = time.monotonic() - t0
         verdicts = [e["data"] for e in events(run_dir) if e["kind"] == "verdict" and e["data"].get("label") in ("", "parent-check")]

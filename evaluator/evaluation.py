@@ -28,11 +28,11 @@ from evaluator.scoring import benchmark_reward, dev_figure, speedup_from_dev
 from evaluator.feedback import candidate_diagnostics, dev_details, dev_output, loop_env, loop_feedback
 from evaluator import profile as profiles
 from evaluator.hardware import gpu_available
-from evaluator.task import OFFICIAL_URL, Task, TaskError, load_task, task_roots
+from evaluator.task import OFFICIAL_URL, Task, TaskError, grader_command, load_task, task_roots
 from evaluator.trust import later, watch, written
 from evaluator.trust.screen import Graded, Prober, TrustScreen
 from evaluator.trust.findings import Trust, withhold_untrusted
-from evaluator.verdict import PackageRef, Status, Verdict, from_reward_json, read_reward_file
+from evaluator.verdict import PackageRef, Status, Verdict, engine_state, from_reward_json, read_reward_file, with_engine_state
 
 Mode = Literal["candidate", "noop", "oracle", "negative"]
 
@@ -248,7 +248,9 @@ class Evaluator:
             tail = [ln for ln in run.output.strip().splitlines() if ln.strip() and not ln.startswith("@@pesflow:")][-1:] or ["no output"]
             msg = "; ".join([f"the grader wrote no readable verdict (exit {run.returncode}): {tail[0][:300]}", *run.notes])
             return Verdict(status=Status.grader_error, message=msg, **base)
-        verdict = from_reward_json(run.reward, grader_seconds=run.grader_seconds,
+        raw = run.reward if g.grader != "dev" else with_engine_state(  # the gates a dev engine wrote beside it
+            run.reward, engine_state(g.log_dir, (grader_command("dev", g.prepared.state.get("dev_engine")) or ("", []))[1]))
+        verdict = from_reward_json(raw, grader_seconds=run.grader_seconds,
                                    **{k: v for k, v in base.items() if k != "ref_speedup"})
         verdict.environment = g.prepared.state.get("environment") or {"kind": "image"}
         if run.node:  # a cluster backend's node: where the verdict was measured

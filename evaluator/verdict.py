@@ -114,6 +114,34 @@ def _tests(raw: dict[str, Any]) -> Tests:
     return Tests()
 
 
+ENGINE_STATE = "verifier_state.json"  # a dev engine's gates, written beside its reward.json
+
+
+def with_engine_state(raw: dict[str, Any], state: dict[str, Any] | None) -> dict[str, Any]:
+    """A dev engine's verdict: its reward.json with the gates it wrote beside it. The benchmark's
+    score_engine.sh keeps reward.json to reward and speedup and puts the verifier's hard fails
+    and correctness in verifier_state.json: read alone, a wrong candidate was `ok`. Reasons are
+    only added, never taken away (a state file cannot make a grading pass)."""
+    if not isinstance(state, dict):
+        return raw
+    have, add = _reasons(raw), _reasons(state)
+    gates = state.get("gates") if isinstance(state.get("gates"), dict) else {}
+    if not add and (state.get("correctness_ok") is False or gates.get("correctness_ok") is False):
+        add = ["correctness_failed"]
+    more = [r for r in add if r not in have]
+    return {**raw, "hard_fail_reasons": have + more} if more else raw
+
+
+def engine_state(log_dir: Path, result_paths: list[str]) -> dict[str, Any] | None:
+    """The gates file beside the reward.json a grading's verdict was read from: the first of its
+    grader's result paths that the grading wrote, as the backend reads them, in its log folder."""
+    for path in result_paths:
+        host = log_dir / path.lstrip("/")
+        if host.is_file():
+            return read_reward_file(host.with_name(ENGINE_STATE))
+    return None
+
+
 def from_reward_json(raw: dict[str, Any], **fields: Any) -> Verdict:
     """A verdict from the grader's reward.json; its fields may be strings, lists or numbers."""
     reasons = _reasons(raw)

@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from evaluator.candidate import CandidateSource
 from evaluator.config import EvaluatorConfig, LocalConfig
 from evaluator.evaluation import Evaluator
 from evaluator.modes import artifacts, mode_variables, request, self_dispatched
 from evaluator.scoring import benchmark_reward, dev_figure, speedup_from_dev
 from evaluator.task import load_task
+from evaluator.verdict import Status, from_reward_json as verdict_of, with_engine_state
 from tests.conftest import REPO, needs_root, toy_tasks_root
 from tests.llm_server import ScriptedLLMServer
 
@@ -53,6 +55,57 @@ def vs_oracle_toy(root: Path) -> Path:
     assert "speedup / 50" in text
     grade.write_text(text)
     return pkg
+
+
+def test_the_gates_a_dev_engine_writes_beside_its_reward_are_read_and_only_add():
+    def from_reward_json(raw):
+        return verdict_of(raw, task="t", mode="candidate", backend="local", grader="dev")
+
+    bare = {"reward": 0.0, "speedup": 0.0}
+    assert with_engine_state(bare, None) is bare
+    assert with_engine_state(bare, {"correctness_ok": False, "hard_fail_reasons": ["correctness_failed"],
+                                    "gates": {"correctness_ok": False}})["hard_fail_reasons"] == ["correctness_failed"]
+    assert with_engine_state(bare, {"correctness_ok": False})["hard_fail_reasons"] == ["correctness_failed"]
+    assert with_engine_state(bare, {"gates": {"correctness_ok": False}})["hard_fail_reasons"] == ["correctness_failed"]
+    # speed alone: named as the engine named it, so the candidate stays correct
+    slow = from_reward_json(with_engine_state({"reward": 0.0, "speedup": 0.97},
+                                              {"correctness_ok": False, "hard_fail_reasons": ["speedup_not_above_baseline"]}))
+    assert slow.status == Status.hard_fail and slow.correct and slow.hard_fail_reasons == ["speedup_not_above_baseline"]
+    # a state file never takes a reason away, nor passes what reward.json fails
+    kept = with_engine_state({"reward": 0.0, "hard_fails": ["import_failed"]}, {"correctness_ok": True, "hard_fail_reasons": []})
+    assert from_reward_json(kept).hard_fail_reasons == ["import_failed"]
+    assert with_engine_state({"reward": 1.0}, {"correctness_ok": True, "hard_fail_reasons": []}) == {"reward": 1.0}
+
+
+def split_state_toy(root: Path) -> Path:
+    """The toy whose dev engine writes as the benchmark's score_engine.sh normalizes a verifier's
+    verdict: reward.json holds reward and speedup alone, the gates go to verifier_state.json."""
+    pkg = toy_tasks_root(root)
+    grade = pkg / "environment/loop/private/dev_tests/grade.py"
+    text = grade.read_text()
+    old = 'json.dump(out, open(os.path.join(log, "reward.json"), "w"))'
+    assert old in text
+    grade.write_text(text.replace(old, (
+        'json.dump({"correctness_ok": not hard, "hard_fail_reasons": hard, "gates": {"correctness_ok": "correctness_failed" not in hard}}, '
+        'open(os.path.join(log, "verifier_state.json"), "w"))\n'
+        'json.dump({"reward": reward, "speedup": round(speedup, 4)}, open(os.path.join(log, "reward.json"), "w"))')))
+    return pkg
+
+
+@needs_root
+def test_a_wrong_candidate_fails_where_the_dev_engine_keeps_its_gates_beside_reward_json(tmp_path, cache_dir):
+    # Found on the benchmark: 28 packages' dev engines write so; the negative, and a child that
+    # does not import, were `ok` with a speedup of 0 (the package's own loop said FAIL)
+    split_state_toy(tmp_path / "tasks")
+    ev = Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache_dir))), tasks_roots=[tmp_path / "tasks"],
+                   log_root=tmp_path / "logs")
+    negative = ev.evaluate("kfc/toy-sum", mode="negative", grader="dev")
+    assert negative.status == Status.hard_fail and not negative.correct, (negative.status, negative.hard_fail_reasons)
+    assert negative.hard_fail_reasons == ["correctness_failed"] and negative.reward == 0.0
+    broken = ev.evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": "def sum_squares(n:\n"}), grader="dev")
+    assert not broken.correct and "import_failed" in broken.hard_fail_reasons, (broken.status, broken.hard_fail_reasons)
+    oracle = ev.evaluate("kfc/toy-sum", mode="oracle", grader="dev")
+    assert oracle.status == Status.ok and oracle.correct and oracle.speedup > 1, (oracle.status, oracle.hard_fail_reasons)
 
 
 @needs_root
