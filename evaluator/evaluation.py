@@ -194,7 +194,12 @@ class Evaluator:
             v = self._judge(scored_g, run, v, None)
             v.trust.checks["watch"] = {**how, "watched": False, "because": f"not a result: {v.status.value}"}
             return v
-        if run is not None and self.trust.defers(self._graded(scored_g, run, v, False)):  # could not become a result now: watched once picked
+        graded = self._graded(scored_g, run, v, False) if run is not None else None
+        if graded is not None and not self.trust.gains(graded):  # no faster than the baseline: never watched
+            v = self._judge(scored_g, run, v, None)
+            v.trust.checks["watch"] = {**how, "watched": False, "because": "no faster than the baseline: nothing a cheat gains"}
+            return v
+        if graded is not None and self.trust.defers(graded):  # could not become a result now: watched once picked
             v = self._judge(scored_g, run, v, None)
             v.trust.deferred = not v.trust.suspect
             v.trust.checks["watch"] = {**how, "watched": False, "deferred": True,

@@ -119,6 +119,22 @@ def test_a_failing_candidate_is_graded_once(counted):
 
 
 @needs_root
+def test_a_figure_no_faster_than_the_baseline_is_never_watched(counted):
+    # nothing a cheat gains there (the probes' own rule where the guard is inside): no second
+    # grading now, and none later, since it is not deferred either (a search that picks it as a
+    # parent makes no parent-check)
+    same = "def sum_squares(n):\n    total = 0\n    for i in range(n):\n        total += i * i\n    return total\n_variant = 1\n"
+    slower = "def sum_squares(n):\n    return sum(i * i for i in range(n))\n"
+    for how, code, kwargs in (("the same", same, {}), ("slower", slower, {}), ("under a search's best", same, {"result_bar": 1e9})):
+        v = counted["deferring"].evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": code}), grader="hidden",
+                                          **kwargs)
+        w = v.trust.checks["watch"]
+        assert v.correct and v.speedup <= 1.0, (how, v.status, v.speedup, v.hard_fail_reasons)
+        assert w["watched"] is False and "no faster" in w["because"] and not v.trust.deferred, (how, w)
+        assert not (Path(v.log_dir) / "watched").exists()
+
+
+@needs_root
 def test_a_figure_under_the_search_s_best_is_watched_only_once_picked(counted):
     # a search's best so far over this figure: it could not become a result when graded, so the
     # second grading waits (trust.deferred) until the search picks it; its score is the same

@@ -102,7 +102,7 @@ class TrustScreen:
                                   "at_reward_cap": capped}
         # Probes for what could become a result: correct, and faster than the baseline (or of
         # unknown speed); a grading no faster than the baseline gains nothing from a cheat.
-        worth = speedup is None or not g.baseline_scale or speedup > 1.0 or implausible or capped
+        worth = self._gains(g, implausible or capped)
         deferred = bool(worth and run is not None and self.config.probes and prober is not None
                         and self._defers(g, implausible or capped))
         far = None  # a figure pesflow's own clock comes short of, for a person (not_reproduced)
@@ -159,6 +159,17 @@ class TrustScreen:
         capped = bool(self.config.review_at_reward_cap and g.mode != "oracle" and g.baseline_scale and speedup and anchor
                       and anchor > 1 and speedup >= anchor ** 2 and not implausible)
         return reference, implausible, capped
+
+    def gains(self, g: Graded) -> bool:
+        """Whether a correct grading's figure could be what a cheat gains: faster than the baseline
+        on its scale, of unknown speed, or held for a person. One no faster gains nothing from a
+        cheat: no probes, nor a watched grading (watch apart)."""
+        _, implausible, capped = self._plausibility(g)
+        return self._gains(g, implausible or capped)
+
+    @staticmethod
+    def _gains(g: Graded, held: bool) -> bool:
+        return g.speedup is None or not g.baseline_scale or g.speedup > 1.0 or held
 
     def defers(self, g: Graded) -> bool:
         """Whether the probes of a correct grading wait (trust.deferred): its figure does not pass
