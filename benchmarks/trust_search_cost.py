@@ -8,8 +8,8 @@ probes and invariants are for. Prints, per setting, the search's grading seconds
 grading was suspect. The search's gradings are its children's and the parents screened in full
 when picked (`parent-check`: a child whose probes were deferred, trust.deferred; the probes alone
 on what its grading kept, or its watched grading); `deferred` counts the children whose probes
-waited. Settings: off; on (never defers); unpaced (the figure not reproduced); deferred (always);
-apart; default (configs/default.yaml).
+waited. Settings: off; on (never defers); unpaced (the figure not reproduced); deferred (always,
+named for when the default moves; today's default too); apart; default (configs/default.yaml).
 
     python3 benchmarks/trust_search_cost.py --tasks-root <benchmark>/tasks --task T [--rounds 4] \
         [--children contenders|mixed] [--set evaluator.local.install_steps=skip ...]
