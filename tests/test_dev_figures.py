@@ -44,6 +44,12 @@ def test_the_benchmarks_reward_formula():
     assert math.isclose(benchmark_reward(3.0, 2.0, True, False), math.log(1.5) / math.log(2.0))
 
 
+def private_evaluator(tmp_path: Path, cache_dir: Path) -> Evaluator:
+    """An evaluator over the private packages under tmp_path/tasks (the session's prepared cache)."""
+    return Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache_dir))), tasks_roots=[tmp_path / "tasks"],
+                     log_root=tmp_path / "logs")
+
+
 def vs_oracle_toy(root: Path) -> Path:
     """The toy whose dev engine reports the reference's time over the candidate's (its baseline
     about 0.02), and writes that figure as its `reward` too, as the benchmark's wre engines do."""
@@ -97,8 +103,7 @@ def test_a_wrong_candidate_fails_where_the_dev_engine_keeps_its_gates_beside_rew
     # Found on the benchmark: 28 packages' dev engines write so; the negative, and a child that
     # does not import, were `ok` with a speedup of 0 (the package's own loop said FAIL)
     split_state_toy(tmp_path / "tasks")
-    ev = Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache_dir))), tasks_roots=[tmp_path / "tasks"],
-                   log_root=tmp_path / "logs")
+    ev = private_evaluator(tmp_path, cache_dir)
     negative = ev.evaluate("kfc/toy-sum", mode="negative", grader="dev")
     assert negative.status == Status.hard_fail and not negative.correct, (negative.status, negative.hard_fail_reasons)
     assert negative.hard_fail_reasons == ["correctness_failed"] and negative.reward == 0.0
@@ -111,8 +116,7 @@ def test_a_wrong_candidate_fails_where_the_dev_engine_keeps_its_gates_beside_rew
 @needs_root
 def test_a_vs_oracle_dev_engine_is_named_and_turned_into_speedup_over_the_baseline(tmp_path, cache_dir):
     vs_oracle_toy(tmp_path / "tasks")
-    ev = Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache_dir))), tasks_roots=[tmp_path / "tasks"],
-                   log_root=tmp_path / "logs")
+    ev = private_evaluator(tmp_path, cache_dir)
     noop = ev.evaluate("kfc/toy-sum", mode="noop", grader="dev")
     oracle = ev.evaluate("kfc/toy-sum", mode="oracle", grader="dev")
     hidden = ev.evaluate("kfc/toy-sum", mode="oracle", grader="hidden")
