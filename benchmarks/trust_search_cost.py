@@ -41,9 +41,10 @@ SETTINGS = {"off": {"evaluator.trust.enabled": "false"}, "on": {"evaluator.trust
             "default": {}}
 
 
-# a child that does not build, by the scope file's kind: what a search's failed children are
-BROKEN = {".py": "def _pesflow_broken(:\n", ".cu": "#error pesflow-bench: a broken child\n", ".cuh": "#error pesflow-bench\n",
-          ".cpp": "#error pesflow-bench: a broken child\n", ".h": "#error pesflow-bench\n", ".rs": "compile_error!(\"pesflow-bench\");\n"}
+def broken(rel: str) -> str:
+    """A line that stops the scope file building (what a search's failed children are): a syntax
+    error in Python, a preprocessor error elsewhere."""
+    return "def _pesflow_broken(:\n" if rel.endswith(".py") else "#error pesflow-bench: a broken child\n"
 
 
 def proposer(files: dict[str, str], others: list[dict[str, str]] | None = None):
@@ -91,7 +92,7 @@ def main() -> int:
     if args.children == "mixed":
         base = {rel: (task.root / "environment/repo" / rel).read_text() for rel in files
                 if (task.root / "environment/repo" / rel).is_file()}
-        others = [base, {rel: text + "\n" + BROKEN.get(Path(rel).suffix, BROKEN[".py"]) for rel, text in files.items()}]
+        others = [base, {rel: text + "\n" + broken(rel) for rel, text in files.items()}]
     print(f"{args.task}: a {args.rounds}-round scripted search proposing {'the reference' if others is None else 'the reference, the baseline and a broken child in turn'}, "
           f"per setting (this machine, in turn)")
     print("| setting | gradings | grading s (sum) | grading s (median) | run wall s | suspect | deferred | parent-check |")

@@ -124,12 +124,16 @@ def with_engine_state(raw: dict[str, Any], state: dict[str, Any] | None) -> dict
     only added, never taken away (a state file cannot make a grading pass)."""
     if not isinstance(state, dict):
         return raw
-    have, add = _reasons(raw), _reasons(state)
+    have = _reasons(raw)
+    more = [r for r in _reasons(state) if r not in have]
     gates = state.get("gates") if isinstance(state.get("gates"), dict) else {}
-    if not add and (state.get("correctness_ok") is False or gates.get("correctness_ok") is False):
-        add = ["correctness_failed"]
-    more = [r for r in add if r not in have]
-    return {**raw, "hard_fail_reasons": have + more} if more else raw
+    failed = state.get("correctness_ok") is False or gates.get("correctness_ok") is False
+    if not more and not failed:
+        return raw
+    out = {**raw, "hard_fail_reasons": have + more}
+    if failed:  # named by from_reward_json's own rule where no reason says more
+        out["gates"] = {**(raw["gates"] if isinstance(raw.get("gates"), dict) else {}), "correctness_ok": False}
+    return out
 
 
 def engine_state(log_dir: Path, result_paths: list[str]) -> dict[str, Any] | None:

@@ -19,7 +19,7 @@ from evaluator.evaluation import Evaluator
 from evaluator.modes import artifacts, mode_variables, request, self_dispatched
 from evaluator.scoring import benchmark_reward, dev_figure, speedup_from_dev
 from evaluator.task import load_task
-from evaluator.verdict import Status, from_reward_json as verdict_of, with_engine_state
+from evaluator.verdict import Status, from_reward_json, with_engine_state
 from tests.conftest import REPO, needs_root, toy_tasks_root
 from tests.llm_server import ScriptedLLMServer
 
@@ -64,22 +64,22 @@ def vs_oracle_toy(root: Path) -> Path:
 
 
 def test_the_gates_a_dev_engine_writes_beside_its_reward_are_read_and_only_add():
-    def from_reward_json(raw):
-        return verdict_of(raw, task="t", mode="candidate", backend="local", grader="dev")
+    def verdict(raw):
+        return from_reward_json(raw, task="t", mode="candidate", backend="local", grader="dev")
 
     bare = {"reward": 0.0, "speedup": 0.0}
     assert with_engine_state(bare, None) is bare
-    assert with_engine_state(bare, {"correctness_ok": False, "hard_fail_reasons": ["correctness_failed"],
-                                    "gates": {"correctness_ok": False}})["hard_fail_reasons"] == ["correctness_failed"]
-    assert with_engine_state(bare, {"correctness_ok": False})["hard_fail_reasons"] == ["correctness_failed"]
-    assert with_engine_state(bare, {"gates": {"correctness_ok": False}})["hard_fail_reasons"] == ["correctness_failed"]
+    assert verdict(with_engine_state(bare, {"correctness_ok": False, "hard_fail_reasons": ["correctness_failed"],
+                                            "gates": {"correctness_ok": False}})).hard_fail_reasons == ["correctness_failed"]
+    assert verdict(with_engine_state(bare, {"correctness_ok": False})).hard_fail_reasons == ["correctness_failed"]
+    assert verdict(with_engine_state(bare, {"gates": {"correctness_ok": False}})).hard_fail_reasons == ["correctness_failed"]
     # speed alone: named as the engine named it, so the candidate stays correct
-    slow = from_reward_json(with_engine_state({"reward": 0.0, "speedup": 0.97},
-                                              {"correctness_ok": False, "hard_fail_reasons": ["speedup_not_above_baseline"]}))
+    slow = verdict(with_engine_state({"reward": 0.0, "speedup": 0.97},
+                                     {"correctness_ok": False, "hard_fail_reasons": ["speedup_not_above_baseline"]}))
     assert slow.status == Status.hard_fail and slow.correct and slow.hard_fail_reasons == ["speedup_not_above_baseline"]
     # a state file never takes a reason away, nor passes what reward.json fails
     kept = with_engine_state({"reward": 0.0, "hard_fails": ["import_failed"]}, {"correctness_ok": True, "hard_fail_reasons": []})
-    assert from_reward_json(kept).hard_fail_reasons == ["import_failed"]
+    assert verdict(kept).hard_fail_reasons == ["import_failed"]
     assert with_engine_state({"reward": 1.0}, {"correctness_ok": True, "hard_fail_reasons": []}) == {"reward": 1.0}
 
 
