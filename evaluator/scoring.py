@@ -25,6 +25,12 @@ class DevFigure(BaseModel):
     key: str  # the dev engine's key it was read from: speedup, dev_score, reward
     value: float  # as the dev engine wrote it
     baseline: float | None = None  # the same figure for the unchanged code (the dev engine's noop)
+    # the engine's reward.json `reward` and `speedup` as written (0.0 where absent), what the
+    # package's submit.sh keeps in /logs/loop/best.json: never pesflow's anchored reward, which
+    # would hand a solver a figure of the anchor. Here (journaled) since a verdict's `raw` is not:
+    # a resume rebuilds the loop's best from them. None: a journal from before they were kept.
+    engine_reward: float | None = None
+    engine_speedup: float | None = None
 
 
 def finite_number(v: Any) -> float | None:
@@ -50,16 +56,35 @@ def dev_figure(raw: dict[str, Any], baseline_raw: dict[str, Any] | None) -> DevF
     if got is None:
         return None
     key, value = got
+    own = {"engine_reward": loop_number(raw.get("reward")), "engine_speedup": loop_number(raw.get("speedup"))}
     base = dev_value(baseline_raw)[1] if baseline_raw and dev_value(baseline_raw) else None
     if base is None:
-        return DevFigure(kind="unknown", key=key, value=value)
+        return DevFigure(kind="unknown", key=key, value=value, **own)
     if NOOP_BAND[0] <= base <= NOOP_BAND[1]:
         kind = "vs_baseline"
     elif raw.get("dev_metric"):
         kind = f"absolute:{str(raw['dev_metric'])[:60]}"
     else:
         kind = "vs_oracle"
-    return DevFigure(kind=kind, key=key, value=value, baseline=base)
+    return DevFigure(kind=kind, key=key, value=value, baseline=base, **own)
+
+
+def loop_number(v: Any) -> float:
+    """A reward.json field as submit.sh reads it, `float(x or 0.0)`: 0.0 where absent (or not a
+    finite number, where submit.sh would keep nothing better)."""
+    return finite_number(v or 0.0) or 0.0
+
+
+def loop_figures(fig: DevFigure | None) -> tuple[float, float]:
+    """(reward, speedup) of a dev grading as the package's loop keeps them in best.json: the engine's
+    own. No figure at all: reward.json held neither, 0.0 each (as submit.sh). A journal from before
+    they were kept: the engine's one figure under its own key, 0.0 for the other; never anything
+    computed with the anchor."""
+    if fig is None:
+        return 0.0, 0.0
+    if fig.engine_reward is not None and fig.engine_speedup is not None:
+        return fig.engine_reward, fig.engine_speedup
+    return (fig.value if fig.key == "reward" else 0.0), (fig.value if fig.key == "speedup" else 0.0)
 
 
 def speedup_from_dev(fig: DevFigure) -> float | None:

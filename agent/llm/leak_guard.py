@@ -8,6 +8,10 @@ does has leaked nothing, and the prompt showing its candidate is sent as it is.
 
 A prompt line that carries a leak is withheld, the call still happens without it, and the
 journal records what was withheld (the file and a hash of the line, never the line) and why.
+
+A figure computed from the anchor (the benchmark's reward of a speedup, the speedup over the
+anchor, the reward's cap) gives the anchor away as surely as its digits: AnchorFigures finds
+them, as the code prints figures, for the audit (agent/readers/audit.py).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
+from evaluator.scoring import benchmark_reward
 from evaluator.task import Task
 
 MIN_LINE = 24  # shorter lines (`return x`, `}`) are too common to be anyone's secret
@@ -61,6 +66,11 @@ class LeakGuard:
     def _own(self, text: str) -> bool:
         return any(text in a for a in self._authored)
 
+    def authored(self, line: str) -> bool:
+        """Whether a prompt's line is the model's own text (a diff's +/- line of its code too)."""
+        s = line.strip()
+        return bool(s) and (self._own(s) or (s[:1] in "+-" and self._own(s[1:].strip())))
+
     def _leak(self, line: str) -> tuple[str, str] | None:
         s = line.strip()
         if not s:
@@ -90,3 +100,67 @@ class LeakGuard:
     def leaks(self, text: str) -> list[str]:
         """What of `text` would have to be withheld (for the audit): 'what (source)' each."""
         return [f"{w['what']} ({w['source']})" for w in self.screen(text).withheld]
+
+
+# ---------------------------------------------------------------- figures computed from the anchor
+MIN_DIGITS = 3  # "0.5", "1.6", "4": too common in any text to be anyone's secret
+NEARBY = (1 / 1.05, 1.05)  # another anchor close by: a figure that does not move with it says nothing of it
+
+
+def renderings(x: float) -> set[str]:
+    """`x` as pesflow's code and the packages' sanitizers print a figure (%.4g, .3f, repr, round to
+    4 places, ...), each with at least MIN_DIGITS significant digits."""
+    forms = {f"{x:.3g}", f"{x:.4g}", f"{x:.5g}", f"{x:.6g}", f"{x:.2f}", f"{x:.3f}", f"{x:.4f}", repr(x), str(round(x, 4)),
+             str(round(x, 6))}
+    return {r for r in forms if len(r.split("e")[0].lstrip("-").replace(".", "").strip("0")) >= MIN_DIGITS}
+
+
+def anchored(speedup: float, anchor: float) -> dict[str, float]:
+    """The figures of a speedup that depend on the anchor, by what they are."""
+    return {"the benchmark reward": benchmark_reward(speedup, anchor, True, False), "the speedup over the anchor": speedup / anchor}
+
+
+@dataclass
+class AnchorFigures:
+    """Every figure of a run's verdicts that depends on the anchor (it differs with an anchor close
+    by: a reward of 0 under the anchor or 1 past its cap does not), as it would be printed, less
+    what the run holds independently of it (`own`: speedups, the dev engine's own figures)."""
+
+    anchors: list[float]
+    flagged: dict[str, str] = field(default_factory=dict)  # rendering -> what it is
+    free: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.anchors = [a for a in dict.fromkeys(self.anchors) if a and a > 1]
+        for a in self.anchors:
+            self._flag(a * a, f"the reward's cap (anchor {a:g} squared)")
+        self._pattern: re.Pattern[str] | None = None
+
+    def _flag(self, value: float, what: str) -> None:
+        for r in renderings(value):
+            self.flagged.setdefault(r, what)
+        self._pattern = None
+
+    def add(self, speedup: float | None, reward: float | None = None) -> None:
+        """A verdict's speedup (and the reward its grader recorded, the benchmark's formula)."""
+        if speedup is None or speedup <= 0:
+            return
+        for a in self.anchors:
+            for what, value in anchored(speedup, a).items():
+                if any(anchored(speedup, a * k)[what] != value for k in NEARBY):
+                    self._flag(value, f"{what} of speedup {speedup:.4g} with the anchor {a:g}")
+        if reward is not None and 0 < reward < 1:
+            self._flag(reward, f"the recorded benchmark reward of speedup {speedup:.4g}")
+
+    def own(self, value: float | None) -> None:
+        """A figure the run holds that the anchor does not decide."""
+        if value is not None:
+            self.free |= renderings(float(value))
+            self._pattern = None
+
+    def find(self, text: str) -> list[str]:
+        """Each anchored figure `text` holds: 'rendering (what it is)'."""
+        if self._pattern is None:
+            keys = sorted(set(self.flagged) - self.free, key=len, reverse=True)
+            self._pattern = re.compile(rf"(?<![\d.])(?:{'|'.join(map(re.escape, keys))})(?!\d)") if keys else re.compile(r"(?!x)x")
+        return [f"{m} ({self.flagged[m]})" for m in dict.fromkeys(self._pattern.findall(text))]

@@ -5,7 +5,8 @@ matches its hash; every verdict has its grader logs; checkpoints agree with the 
 final/ matches the best candidate, and its final grading counts (not a suspect nobody accepted);
 every review event names a graded candidate, decides, and says why; every candidate stayed in
 scope; no API key or other secret appears in any file; nothing of the task's tests/ (nor its anchor) appears in any
-prompt. LoongFlow traces are handed to agent/loongflow.py.
+prompt, nor any figure computed from the anchor (a verdict's benchmark reward, its speedup over the
+anchor: recomputed for every verdict the journal holds). LoongFlow traces are handed to agent/loongflow.py.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from agent.rundir import journal
-from agent.llm.leak_guard import LeakGuard
+from agent.llm.leak_guard import AnchorFigures, LeakGuard
 from evaluator.candidate import candidate_hash
 from agent.readers.loongflow.audit import audit_loongflow
 from agent.readers.loongflow.trace import is_loongflow_trace
@@ -26,7 +27,8 @@ from agent.rundir.schema import STATE_FILE, flagged
 from agent.rundir.secrets import find_secrets
 from agent.rundir.store import checkpoints_of
 from evaluator.candidate import apply_diff
-from evaluator.task import TaskError, load_task
+from evaluator.scoring import DevFigure
+from evaluator.task import Task, TaskError, load_task
 
 
 class AuditReport(BaseModel):
@@ -153,8 +155,25 @@ def audit_run(run_dir: Path) -> AuditReport:
     except TaskError:
         f("leak check skipped: the task package is not at the path run.json records")
         return rep
+    check_prompts(run_dir, task, events, rep)
+    return rep
+
+
+def check_prompts(run_dir: Path, task: Task, events: list[dict[str, Any]], rep: AuditReport) -> None:
+    """Every prompt the run sent (and wrote): nothing of tests/, nor the anchor's digits, nor a
+    figure computed from the anchor."""
     guard = LeakGuard(task)
-    sent = 0
+    figures = anchor_figures(task, events)
+    sent, anchored = 0, 0
+
+    def check(where: str, text: str) -> None:
+        nonlocal anchored
+        found = anchored_in(figures, guard, text)
+        anchored += bool(found)
+        found = guard.leaks(text) + found
+        if found:
+            rep.violations.append(f"prompt leak in {where}: {found[0]}")
+
     # In journal order, as the run screened them: the model's earlier answers are its own text.
     for e in events:
         if e["kind"] != "llm_call":
@@ -162,18 +181,40 @@ def audit_run(run_dir: Path) -> AuditReport:
         d = e["data"]
         for m in d.get("messages") or []:
             sent += 1
-            found = guard.leaks(m["content"])
-            if found:
-                v(f"prompt leak in {d.get('tag') or d.get('role')}: {found[0]}")
+            check(str(d.get("tag") or d.get("role")), m["content"])
         guard.learn(d.get("text"))
     for p in sorted(run_dir.glob("rounds/**/*prompt.md")):
-        found = guard.leaks(p.read_text(errors="replace"))
-        if found:
-            v(f"prompt leak in {p.relative_to(run_dir)}: {found[0]}")
+        check(str(p.relative_to(run_dir)), p.read_text(errors="replace"))
+    anchors = ", ".join(f"{a:g}" for a in figures.anchors) or "none known"
+    if not anchored:
+        rep.findings.append(f"anchor check: no figure computed from the anchor ({anchors}) in a prompt, of "
+                            f"{len(figures.flagged)} such rendering(s) recomputed from the journal's verdicts")
     withheld = sum(len(e["data"].get("items") or []) for e in events if e["kind"] == "withheld")
-    f(f"leak check: {sent} prompts sent hold nothing of tests/ nor the anchor"
-      + (f"; {withheld} line(s) were withheld from them (journal: withheld)" if withheld else ""))
-    return rep
+    rep.findings.append(f"leak check: {sent} prompts sent hold nothing of tests/ nor the anchor"
+                        + (f"; {withheld} line(s) were withheld from them (journal: withheld)" if withheld else ""))
+
+
+def anchor_figures(task: Task, events: list[dict[str, Any]]) -> AnchorFigures:
+    """The figures of every verdict journaled that depend on the anchor: the package's own, and the
+    one each hidden grading recorded; less the figures the anchor does not decide (speedups, the dev
+    engine's own figures, which the package's loop prints by design)."""
+    verdicts = [e["data"] for e in events if e["kind"] == "verdict"]
+    anchors = [task.anchor.value] + [d["verdict"].get("ref_speedup") for d in verdicts if d.get("grader") != "dev"]
+    figures = AnchorFigures(anchors=[float(a) for a in anchors if isinstance(a, (int, float))])
+    for d in verdicts:
+        v = d["verdict"]
+        dev = DevFigure.model_validate(v["dev"]) if isinstance(v.get("dev"), dict) else None
+        for own in (v.get("speedup"), *((dev.value, dev.baseline, dev.engine_reward, dev.engine_speedup) if dev else ())):
+            figures.own(own)
+    for d in verdicts:
+        figures.add(d["verdict"].get("speedup"), d["verdict"].get("reward"))
+    return figures
+
+
+def anchored_in(figures: AnchorFigures, guard: LeakGuard, text: str) -> list[str]:
+    """The anchored figures a prompt holds, in words (the model's own lines apart: its code is its own)."""
+    return [f"a figure computed from the anchor: {x}" for ln in text.splitlines() if not guard.authored(ln)
+            for x in figures.find(ln)]
 
 
 def audit(path: Path) -> AuditReport:

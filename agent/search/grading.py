@@ -16,6 +16,7 @@ from agent.rundir.store import RunStore
 from agent.search import faults
 from evaluator.candidate import CandidateSource, candidate_hash
 from evaluator.evaluation import Evaluator
+from evaluator.scoring import loop_figures
 from evaluator.task import Task
 from evaluator.verdict import Status, Verdict
 
@@ -113,10 +114,12 @@ class Grading:
 
     def _submitted(self, loop: dict[str, Any] | None, v: Verdict) -> None:
         """The best-so-far after a dev submission, as the package's submit.sh keeps it: correct,
-        and a strictly greater dev reward."""
+        and a strictly greater dev reward; its figures the dev engine's own (reward.json's reward
+        and speedup), never the verdict's `reward` (the benchmark's formula with the anchor, which
+        the sanitizer would print to the model) nor its `speedup` (pesflow's reading of the engine)."""
         if loop is None or not v.correct:
             return
-        reward, speedup = float(v.reward or 0.0), float(v.speedup or 0.0)  # the journal's fields: a resume keeps the same best
+        reward, speedup = loop_figures(v.dev)  # journaled with the verdict: a resume keeps the same best
         with self._loop_lock:
             if self.dev_best is None or reward > float(self.dev_best.get("reward") or -1.0):
                 self.dev_best = {"submission": loop["count"], "reward": reward, "speedup": speedup, "tree": ""}
