@@ -94,12 +94,12 @@ def test_dev_details_read_failed_checks_and_workloads_never_an_anchor(tmp_path):
     got = dev_details(tmp_path)
     assert got[0] == "failed checks dev_0, dev_1, dev_2, dev_3 and 2 more: RuntimeError: boom"
     assert got[1] == "failed check dev_z: ValueError: other"
-    assert got[2] == "workload w-ir: ir: baseline 469091229, candidate 468894901 (speedup 1.0004x)"
+    assert got[2] == "workload w-ir: baseline 469091229 ir, candidate 468894901 ir (1.0004x)"
     assert not any("4.125" in ln or "111" in ln for ln in got)
     # suites that count their failures (the benchmark's dev engines)
     (dev / "correctness_results.json").write_text(json.dumps({"suites": [
         {"name": "identity-suite", "actual_case_count": 12, "passed": 9, "failed": 3, "hard_fail_reasons": ["hidden_correctness_failed"]}]}))
-    assert dev_details(tmp_path)[0] == "failed check identity-suite (3 of 12 failed): hidden_correctness_failed"
+    assert dev_details(tmp_path)[0] == "failed check identity-suite (3 of 12 cases failed): hidden_correctness_failed"
 
 
 def test_the_search_s_count_and_best_travel_as_the_grading_s_environment():
@@ -175,9 +175,13 @@ def test_a_resumed_search_counts_the_dev_submissions_its_journal_holds():
     from agent.search.grading import Grading
     from evaluator.verdict import Verdict
 
+    from evaluator.scoring import DevFigure
+
     def verdict(grader: str, ok: bool, reward: float, reused: bool = False) -> dict:
+        # the loop keeps the dev engine's own figures (issue 49), here its reward.json's
+        own = DevFigure(kind="vs_baseline", key="speedup", value=2.0 * (1 + reward), engine_reward=reward, engine_speedup=2.0 * (1 + reward))
         v = Verdict(task="t", mode="candidate", backend="local", grader=grader, status="ok" if ok else "hard_fail",
-                    hard_fail_reasons=[] if ok else ["correctness_failed"], reward=reward, speedup=2.0 * (1 + reward))
+                    hard_fail_reasons=[] if ok else ["correctness_failed"], reward=reward, speedup=2.0 * (1 + reward), dev=own)
         return {"kind": "verdict", "data": {"grader": grader, "reused": reused, "verdict": v.model_dump(mode="json")}}
 
     g = Grading(None, None, None, "dev")  # type: ignore[arg-type]
