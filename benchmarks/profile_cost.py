@@ -26,7 +26,8 @@ sys.path.insert(0, str(REPO))
 from evaluator import ceilings, profile  # noqa: E402
 from evaluator.candidate import CandidateSource  # noqa: E402
 from evaluator.config import EvaluatorConfig, LocalConfig  # noqa: E402
-from evaluator.evaluation import Evaluator, check_device  # noqa: E402
+from evaluator.device import check_device  # noqa: E402
+from evaluator.evaluation import Evaluator  # noqa: E402
 
 
 def one(ev: Evaluator, task, mode: str, facts: dict | None, out: Path, tag: str, device: str | None) -> dict:

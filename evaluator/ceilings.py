@@ -3,16 +3,19 @@ for a GPU, cores for a CPU) and its ceilings, peak memory bandwidth and FLOP/s p
 measured once per device by pesflow (a large copy, large matmuls, best of a few) and cached; the
 datasheet figures of known parts only where nothing could be measured, said so.
 
-The measurement runs in a child interpreter with torch (the one pesflow runs in), on the machine
-pesflow runs on: the ceilings of the machine that grades where the backend grades here (local,
-a local container engine); a backend that grades elsewhere gets the table's figures for the
-part its gradings name, or none.
+The measurement runs in a child interpreter (the one pesflow runs in), on the machine pesflow
+runs on: the ceilings of the machine that grades where the backend grades here (local, a local
+container engine); a backend that grades elsewhere gets the table's figures for the part its
+gradings name, or none. A GPU is measured with torch; a CPU needs no torch (a README install
+has none): numpy's copies over threads and matmuls where numpy is, else a plain buffer copy,
+else the CPU named only.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -31,63 +34,103 @@ KNOWN: dict[str, dict[str, Any]] = {
     "L40S": {"bandwidth_gbs": 864, "tflops": {"fp32": 91.6, "tf32": 183, "bf16": 362, "fp16": 362, "fp8": 733}},
 }
 
-# The child's measurement: bandwidth as a device-to-device copy (read + write), FLOP/s as square
-# matmuls per dtype; the best of `reps` after a warm-up.
-_MEASURE = r"""
+# The GPU child's measurement: bandwidth as a device-to-device copy (read + write), FLOP/s as
+# square matmuls per dtype; the best of `reps` after a warm-up.
+_MEASURE_GPU = r"""
 import json, sys, time
 import torch
-dev = sys.argv[1]
-small = sys.argv[2] == "small"
-gpu = dev == "cuda"
-def sync():
-    if gpu:
-        torch.cuda.synchronize()
+small = sys.argv[1] == "small"
 def best(fn, reps):
-    fn(); sync()
+    fn(); torch.cuda.synchronize()
     out = []
     for _ in range(reps):
-        t = time.perf_counter(); fn(); sync(); out.append(time.perf_counter() - t)
+        t = time.perf_counter(); fn(); torch.cuda.synchronize(); out.append(time.perf_counter() - t)
     return min(out)
-facts = {"device": dev}
-if gpu:
-    p = torch.cuda.get_device_properties(0)
-    facts.update(name=p.name, sms=p.multi_processor_count, memory_gib=round(p.total_memory / 2**30, 1),
-                 capability="%d.%d" % (p.major, p.minor))
-else:
-    import os, platform
-    model = ""
-    try:
-        model = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
-    except Exception:
-        model = platform.processor() or platform.machine()
-    facts.update(name=model, cores=os.cpu_count(), threads=torch.get_num_threads())
-n = (1 << 24 if small else 1 << 28) if gpu else (1 << 22 if small else 1 << 26)
-a = torch.empty(n, dtype=torch.float32, device=dev)
+p = torch.cuda.get_device_properties(0)
+facts = {"device": "cuda", "name": p.name, "sms": p.multi_processor_count, "memory_gib": round(p.total_memory / 2**30, 1),
+         "capability": "%d.%d" % (p.major, p.minor)}
+a = torch.empty(1 << 24 if small else 1 << 28, dtype=torch.float32, device="cuda")
 b = torch.empty_like(a)
-t = best(lambda: b.copy_(a), 3 if small else 5)
-facts["bandwidth_gbs"] = round(2 * a.numel() * 4 / t / 1e9, 1)
+facts["bandwidth_gbs"] = round(2 * a.numel() * 4 / best(lambda: b.copy_(a), 3 if small else 5) / 1e9, 1)
 del a, b
 tflops = {}
-dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16} if gpu else {"fp32": torch.float32}
-m = (2048 if small else 8192) if gpu else (256 if small else 1024)
-for name, dt in dtypes.items():
+m = 2048 if small else 8192
+for name, dt in {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}.items():
     try:
-        x = torch.randn(m, m, device=dev).to(dt)
-        y = torch.randn(m, m, device=dev).to(dt)
-        t = best(lambda: x @ y, 3)
-        tflops[name] = float("%.4g" % (2 * m ** 3 / t / 1e12))
+        x = torch.randn(m, m, device="cuda").to(dt)
+        y = torch.randn(m, m, device="cuda").to(dt)
+        tflops[name] = float("%.4g" % (2 * m ** 3 / best(lambda: x @ y, 3) / 1e12))
     except Exception:
         pass
 facts["tflops"] = tflops
 print(json.dumps(facts))
 """
 
+# The CPU child's measurement, torch or not: bandwidth as a large copy (read + write), over one
+# thread and over all cores (numpy's copy lets the GIL go: what a vectorized or threaded
+# candidate could reach), FLOP/s as numpy's square matmuls (its BLAS); without numpy a plain
+# buffer copy on one thread and no FLOP/s.
+_MEASURE_CPU = r"""
+import json, os, platform, sys, time
+small = sys.argv[1] == "small"
+def best(fn, reps):
+    fn()
+    out = []
+    for _ in range(reps):
+        t = time.perf_counter(); fn(); out.append(time.perf_counter() - t)
+    return min(out)
+try:
+    model = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+except Exception:
+    model = platform.processor() or platform.machine()
+cores = os.cpu_count() or 1
+facts = {"device": "cpu", "name": model, "cores": cores}
+size = (1 << 24) if small else (1 << 28)
+reps = 3 if small else 5
+try:
+    import numpy as np
+except ImportError:
+    np = None
+if np is not None:
+    from concurrent.futures import ThreadPoolExecutor
+    a = np.ones(size // 8)
+    b = np.empty_like(a)
+    one = best(lambda: np.copyto(b, a), reps)
+    cut = [j * len(a) // cores for j in range(cores + 1)]
+    parts = [(a[cut[j]:cut[j + 1]], b[cut[j]:cut[j + 1]]) for j in range(cores)]
+    with ThreadPoolExecutor(cores) as pool:
+        every = best(lambda: list(pool.map(lambda ab: np.copyto(ab[1], ab[0]), parts)), reps)
+    facts["bandwidth_one_thread_gbs"] = round(2 * size / one / 1e9, 1)
+    facts["bandwidth_gbs"] = round(2 * size / min(one, every) / 1e9, 1)
+    facts["bandwidth_threads"] = cores if every < one else 1
+    del a, b, parts
+    m = 256 if small else 1024
+    tflops = {}
+    for name, dt in (("fp32", np.float32), ("fp64", np.float64)):
+        x = np.random.default_rng(0).standard_normal((m, m)).astype(dt)
+        y = np.random.default_rng(1).standard_normal((m, m)).astype(dt)
+        tflops[name] = float("%.4g" % (2 * m ** 3 / best(lambda: x @ y, reps) / 1e12))
+    facts["tflops"] = tflops
+    facts["how"] = "with numpy"
+else:
+    a = bytearray(size)
+    b = bytearray(size)
+    mb = memoryview(b)
+    def copy():
+        mb[:] = a
+    facts["bandwidth_gbs"] = facts["bandwidth_one_thread_gbs"] = round(2 * size / best(copy, reps) / 1e9, 1)
+    facts["bandwidth_threads"] = 1
+    facts["how"] = "with a plain buffer copy: no numpy, no FLOP/s"
+print(json.dumps(facts))
+"""
+
 
 def measure(device: str, small: bool = False, timeout: float = 300) -> dict[str, Any] | None:
-    """The device's facts and measured ceilings ("cuda": the first GPU, "cpu"), or None where
-    they cannot be measured here (no torch, no such device)."""
+    """The device's facts and measured ceilings ("cuda": the first GPU, with torch; "cpu", with
+    numpy or none), or None where they cannot be measured here (a GPU without torch, no such device)."""
+    script = _MEASURE_GPU if device == "cuda" else _MEASURE_CPU
     try:
-        out = subprocess.run([sys.executable, "-c", _MEASURE, device, "small" if small else "full"], capture_output=True,
+        out = subprocess.run([sys.executable, "-c", script, "small" if small else "full"], capture_output=True,
                              text=True, timeout=timeout, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -97,8 +140,17 @@ def measure(device: str, small: bool = False, timeout: float = 300) -> dict[str,
         facts = json.loads(out.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         return None
-    facts["source"] = "measured by pesflow"
+    facts["source"] = "measured by pesflow"  # `how` (a CPU's): with what, said beside it (describe)
     return facts
+
+
+def cpu_model() -> str:
+    """The CPU's model line (/proc/cpuinfo, else what the platform says), no torch needed."""
+    try:
+        return next(ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                    if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine() or "cpu"
 
 
 def _name(device: str) -> str:
@@ -109,11 +161,7 @@ def _name(device: str) -> str:
                                   text=True, timeout=20).stdout.splitlines()[0].strip()
         except (OSError, subprocess.TimeoutExpired, IndexError):
             return ""
-    try:
-        name = next(ln.split(":", 1)[1] for ln in Path("/proc/cpuinfo").read_text().splitlines() if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        name = "cpu"
-    return f"{name.strip()}-{os.cpu_count()}"
+    return f"{cpu_model()}-{os.cpu_count()}"
 
 
 def known(name: str) -> dict[str, Any] | None:
@@ -135,14 +183,20 @@ def facts(device: str, cache_dir: Path, small: bool = False) -> dict[str, Any] |
         except ValueError:
             pass
     got = measure(device, small=small)
+    if got is None and device != "cuda":  # named at least: a CPU's prompt says what the machine is
+        return {"device": "cpu", "name": cpu_model(), "cores": os.cpu_count(), "source": "named only: its measurement failed"}
     if got is None:
-        return known(name) if device == "cuda" and name else None
+        return known(name) if name else None
     if key:
         p.parent.mkdir(parents=True, exist_ok=True)
         tmp = p.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(got, indent=1))
         os.replace(tmp, p)
     return got
+
+
+def _flops(v: float) -> str:
+    return f"{v:g} TFLOP/s" if v >= 1 else f"{v * 1e3:.3g} GFLOP/s"
 
 
 def describe(f: dict[str, Any] | None) -> list[str]:
@@ -152,8 +206,14 @@ def describe(f: dict[str, Any] | None) -> list[str]:
     size = (f"{f['sms']} SMs, {f['memory_gib']} GiB, compute capability {f['capability']}" if f.get("sms")
             else f"{f['cores']} cores" if f.get("cores") else "")
     lines = [f"{f.get('name', '?')}" + (f" ({size})" if size else "")]
+    source = " ".join(x for x in (f.get("source"), f.get("how")) if x)
     if f.get("bandwidth_gbs"):
-        lines.append(f"memory bandwidth: {f['bandwidth_gbs']:g} GB/s ({f.get('source', '')})")
+        threads = int(f.get("bandwidth_threads") or 0)
+        how = f" over {threads} threads, {f['bandwidth_one_thread_gbs']:g} GB/s on one" \
+            if threads > 1 and f.get("bandwidth_one_thread_gbs") else " on one thread" if threads == 1 else ""
+        lines.append(f"memory bandwidth: {f['bandwidth_gbs']:g} GB/s{how} ({source})")
     if f.get("tflops"):
-        lines.append("compute: " + ", ".join(f"{k} {v:g} TFLOP/s" for k, v in f["tflops"].items()) + f" ({f.get('source', '')})")
+        lines.append("compute: " + ", ".join(f"{k} {_flops(v)}" for k, v in f["tflops"].items()) + f" ({source})")
+    elif f.get("device") == "cpu":
+        lines.append(f"no FLOP/s figure ({source or 'not measured'})")
     return lines

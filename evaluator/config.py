@@ -77,6 +77,10 @@ class BenchmarkConfig(_Strict):
     url: str = "https://github.com/one2piece2hello/LLM-Infra-Bench-faibench.git"
     ref: str = "5fe5762d823ee4831181109342bf6482a8acc552"  # the commit pesflow's results were measured on
     dir: str = "~/.cache/pesflow/benchmark"
+    # the first command that needs a catalog name fetches the benchmark into `dir` (evaluator/benchmark.py first_use)
+    fetch_on_first_use: bool = True
+    fetch_timeout_sec: float = Field(20, gt=0)  # how long that fetch waits for the repository to answer at all
+    fetch_retry_hours: float = Field(6, ge=0)  # a failed one is not tried again for this long (0: every command)
 
 
 class TrustConfig(_Strict):
@@ -117,3 +121,6 @@ class EvaluatorConfig(_Strict):
     trust: TrustConfig = Field(default_factory=TrustConfig)
     profile_sec: float = Field(3.0, gt=0)  # a profiled dev grading's calls at most (evaluator/profile.py), the baseline's half that
     profile_share: float = Field(0.15, gt=0, le=1)  # the most a profile costs against its grading's grader time, ncu included
+    # a dev grading failed by a correctness gate: seconds its candidate's and the baseline's calls may take
+    # when pesflow compares their answers (evaluator/mismatch.py); 0: no comparison
+    mismatch_sec: float = Field(5.0, ge=0)

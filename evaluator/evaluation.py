@@ -27,9 +27,10 @@ from evaluator.parallel import ParallelBackend
 from evaluator.scoring import benchmark_reward, dev_figure, speedup_from_dev
 from evaluator.feedback import candidate_diagnostics, dev_details, dev_output, loop_env, loop_feedback
 from evaluator import profile as profiles
-from evaluator.hardware import gpu_available
-from evaluator.task import OFFICIAL_URL, Task, TaskError, grader_command, load_task, task_roots
-from evaluator.trust import later, watch, written
+from evaluator import mismatch
+from evaluator.device import check_device, device_env  # noqa: F401 - check_device: the commands' too
+from evaluator.task import OFFICIAL_URL, Task, grader_command, load_task, task_roots
+from evaluator.trust import later, runtime, watch, written
 from evaluator.trust.screen import Graded, Prober, TrustScreen
 from evaluator.trust.findings import Trust, withhold_untrusted
 from evaluator.verdict import PackageRef, Status, Verdict, engine_state, from_reward_json, read_reward_file, with_engine_state
@@ -101,7 +102,8 @@ class Evaluator:
             v.seconds = round(time.monotonic() - start, 3)
             v.feedback, v.diagnostics, v.dev_details = said_to_the_model(log_dir, grader, task.scope)
             if profile is not None and grader == "dev":
-                v.profile = profiles.summary(profiles.read(log_dir), profile, self._no_profile(v))
+                v.profile = profiles.summary(profiles.read(log_dir), profile, self._no_profile(v),
+                                             metric=profiles.metric_of(task), log_dir=log_dir)
             (log_dir / "verdict.json").write_text(v.model_dump_json(indent=1))
             return v
 
@@ -271,7 +273,31 @@ class Evaluator:
             verdict.message += " (GPU task checked on the CPU: correctness only, no reward)"
         for note in run.notes:  # a backend's remarks (modal: the GPU used; local: a write on the read-only root)
             verdict.message += f"; {note}"
-        return judged(withhold_untrusted(verdict, read_reward_file(g.log_dir / "logs/verifier/verifier_state.json")))
+        verdict = judged(withhold_untrusted(verdict, read_reward_file(g.log_dir / "logs/verifier/verifier_state.json")))
+        return self._explain(g, run, verdict, prober)
+
+    def _explain(self, g: "_Grading", run: GradeRun, v: Verdict, prober: Prober | None) -> Verdict:
+        """A dev grading failed by a correctness gate: how its answers differ from the frozen baseline's,
+        after the grader and the trust stage (evaluator/mismatch.py). Only v.mismatch is written."""
+        if g.official is not None or not mismatch.wanted(g.grader, v.status.value, v.hard_fail_reasons):
+            return v
+        if not self.config.mismatch_sec:
+            v.mismatch = mismatch.none("off (evaluator.mismatch_sec is 0)")
+        elif g.apart:
+            v.mismatch = mismatch.none("this package's gradings are watched apart (its figure is a count the guard would "
+                                       "change), so the scored grading kept no call to replay")
+        elif g.guard is None or not g.guard.get("record") or prober is None:
+            v.mismatch = mismatch.none("the trust guard that keeps the dev grader's calls is off (evaluator.trust)")
+        else:
+            root = g.task.source_root.rstrip("/")
+            changed = {f"{root}/{rel}": text for rel, text in g.baseline.items() if text and g.screened.get(rel, text) != text}
+            config, tfiles = restore_files(g, {}, {})
+            try:
+                v.mismatch = mismatch.compare(run, changed, prober, g.log_dir, self.config.mismatch_sec,
+                                              runtime.baseline_callables(g.baseline), (config["probe"]["restore"], tfiles))
+            except Exception as e:  # noqa: BLE001 - our machinery's trouble never reaches the verdict's figures
+                v.mismatch = mismatch.none(f"the comparison could not run: {type(e).__name__}: {str(e)[:200]}")
+        return v
 
     def _no_profile(self, v: Verdict) -> str:
         """Why a grading asked for a profile has none, where the probe made none."""
@@ -469,31 +495,3 @@ def restore_files(g: _Grading, config: dict, tfiles: dict[str, Path]) -> tuple[d
         tfiles[name] = folder / name
         restore[f"{g.task.source_root.rstrip('/')}/{rel}"] = name
     return {**config, "probe": {**config.get("probe", {}), "restore": restore}}, tfiles
-
-
-def check_device(task: Task, device: str | None, gpus_here: bool = True) -> str | None:
-    """The device a GPU task is graded on; a GPU task on a machine without one needs --device cpu
-    (`gpus_here` False: the backend's gradings run where the GPUs are, this machine needs none)."""
-    if device not in (None, "cpu", "cuda"):
-        raise TaskError(f"unknown device {device!r}; use --device cuda or --device cpu")
-    if task.gpus > 0 and device != "cpu":
-        if gpus_here and not gpu_available():
-            raise TaskError(f"{task.name} needs a GPU (gpus = {task.gpus}) and this machine has none; "
-                            "pass --device cpu to check its correctness on the CPU with small shapes (no reward)")
-        return "cuda"
-    return device
-
-
-def device_env(device: str | None) -> dict[str, str]:
-    if device is None:
-        return {}
-    env = {"KERNELBENCH_DEVICE": device}
-    if device == "cpu":
-        env["TRITON_INTERPRET"] = "1"  # Triton kernels run in its interpreter on the CPU
-    return env
-
-
-def verdict_json(v: Verdict) -> str:
-    """The one JSON object `pesflow evaluate --json` prints."""
-    d = v.model_dump(mode="json", exclude={"raw"})
-    return json.dumps(d)

@@ -6,10 +6,14 @@ import os
 import shutil
 import subprocess
 from functools import lru_cache
+from pathlib import Path
 
 # Host folders a GPU grader needs inside the sandbox when they are mounts of their own (an
 # overlay of / does not show other mounts): the driver's libraries on GPU clouds.
 GPU_MOUNTS = ("/usr/local/nvidia",)
+# Where a GPU grading sees the host's Nsight Compute (read-only): a folder the profile probe
+# looks in (evaluator/trust/inside/pesflow_profile.py find_ncu), whatever the host's PATH was.
+NCU_MOUNT = "/opt/nvidia/nsight-compute/host"
 
 
 @lru_cache(maxsize=1)
@@ -27,3 +31,29 @@ def gpu_available() -> bool:
 
 def gpu_mounts() -> list[str]:
     return [p for p in GPU_MOUNTS if os.path.ismount(p)]
+
+
+def ncu_install(path: str | None = None) -> Path | None:
+    """The folder holding the host's Nsight Compute (`ncu` on `path`, default the PATH), the
+    whole install its launcher needs; None where the host has none. A CUDA toolkit's bin/ncu
+    only starts <toolkit>/nsight-compute-<version>/ncu: that folder is the install."""
+    found = shutil.which("ncu", path=path)
+    if found is None:
+        return None
+    real = Path(os.path.realpath(found))
+    if real.parent.name == "bin":
+        beside = sorted(h for h in real.parent.parent.glob("nsight-compute*/ncu") if os.access(h, os.X_OK))
+        if beside:
+            return beside[-1].parent
+    return real.parent
+
+
+def gpu_binds(path: str | None = None) -> list[tuple[Path, str]]:
+    """Host folders a GPU grading's sandbox binds read-only (host path, path inside): the
+    driver's mounts at their own paths, and the host's Nsight Compute at NCU_MOUNT, so a
+    profile reads its counters inside the grading where the host can."""
+    binds = [(Path(m), m) for m in gpu_mounts()]
+    ncu = ncu_install(path)
+    if ncu is not None:
+        binds.append((ncu, NCU_MOUNT))
+    return binds

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from evaluator.mismatch import Mismatch
 from evaluator.scoring import DevFigure, finite_number as _num
 from evaluator.trust.findings import Trust, is_result
 
@@ -68,6 +69,7 @@ class Verdict(BaseModel):
     diagnostics: list[str] = Field(default_factory=list)  # the candidate's own errors in the grader's output
     dev_details: list[str] = Field(default_factory=list)  # a dev grading's failed checks and per-workload figures
     profile: dict[str, Any] | None = None  # where a dev-graded candidate's time goes (evaluator/profile.py), when asked
+    mismatch: Mismatch | None = None  # a dev grading failed by a correctness gate: how its answers differ (evaluator/mismatch.py)
 
     @property
     def correct(self) -> bool:
@@ -184,3 +186,9 @@ def read_reward_file(path: Path) -> dict[str, Any] | None:
         if isinstance(v, dict):
             return v
     return None
+
+
+def verdict_json(v: Verdict) -> str:
+    """The one JSON object `pesflow evaluate --json` prints."""
+    d = v.model_dump(mode="json", exclude={"raw"})
+    return json.dumps(d)

@@ -138,3 +138,93 @@ def test_a_profile_costs_at_most_its_share_of_the_grading():
     assert b == {"budget_sec": 1.5, "total_sec": 7.5}
     assert profile.budget(3.0, 0.15, 400.0) == {"budget_sec": 3.0, "total_sec": 60.0}
     assert profile.budget(3.0, 0.15, 0.4)["total_sec"] == 1.0 and profile.budget(3.0, 0.15, None)["total_sec"] == 12.0
+
+
+# ------------------------------------------------------------------ issue 49 item 7: a profile that fits the metric
+@pytest.mark.parametrize("metric_kind,timing_metric,counted", [  # the benchmark's own spellings
+    ("recompile_count", "recompile_count", True), ("instruction_count", "callgrind_ir", True),
+    ("peak_memory", "peak_memory_bytes", True), (None, "peak_bytes", True), ("bytes_moved", "bytes_moved", True),
+    ("op_count", "op_count", True), ("node_count", "node_count", True),
+    ("wall_time", "wall_time_ms", False), (None, "speedup", False), (None, "paraphrase_mining_speedup", False), (None, None, False),
+])
+def test_the_package_s_declarations_say_whether_its_score_is_a_count(metric_kind, timing_metric, counted):
+    m = profile.Metric.declared(metric_kind, timing_metric)
+    assert m.counted is counted
+    if counted:
+        assert m.name == (metric_kind or timing_metric)
+
+
+def _bench(tmp_path: Path, bench: dict, where: str = "logs/loop/dev") -> Path:
+    d = tmp_path / where
+    d.mkdir(parents=True)
+    (d / "benchmark_results.json").write_text(__import__("json").dumps(bench))
+    return tmp_path
+
+
+def test_a_counted_metric_gets_one_line_of_counts_and_no_limiter(tmp_path):
+    """The user's case: a count package's best, at the floor, read `limiter: python` and slower per
+    call than the baseline. The timing profile is dropped; the dev engine's counts say it."""
+    log = _bench(tmp_path, {"metric": "recompile_count", "aggregate_speedup": 4.0, "ref_speedup": 4.0,
+                            "workloads": [{"name": "signature-identity-count", "speedup": 4.0, "candidate_recompiles": 12,
+                                           "baseline_recompiles": 48, "ref_recompiles": 12}]})
+    timing = {"how": "cProfile", "device": "cpu", "entry": "identity_key", "calls": 5, "seconds_per_call": 2e-3,
+              "baseline": {"seconds_per_call": 1e-3}, "shares": {"own": 0.9, "native": 0.1, "other": 0.0}, "functions": []}
+    got = profile.summary(timing, {}, "", metric=profile.Metric.declared("recompile_count", "recompile_count"), log_dir=log)
+    assert got["limiter"] is None and got["roofline"] is None and len(got["lines"]) == 1
+    line = got["lines"][0]
+    assert "recompile_count" in line and "recompiles: baseline 48, candidate 12" in line and "4x" in line
+    assert "limiter" not in line and "a call" not in line
+    # a timed package still gets its timing profile from the same figures
+    assert profile.summary(timing, {}, "", metric=profile.Metric.declared("wall_time", "wall_time_ms"), log_dir=log)["limiter"] == "python"
+
+
+def test_a_count_line_sums_workloads_and_falls_back_to_the_engine_s_ratio(tmp_path):
+    m = profile.Metric.declared("instruction_count", "callgrind_ir")
+    two = _bench(tmp_path / "a", {"aggregate_speedup": 1.5, "workloads": [
+        {"name": "w1", "candidate_ir": 100, "baseline_ir": 150}, {"name": "w2", "candidate_ir": 300, "baseline_ir": 450}]},
+        where="logs/verifier")
+    assert "ir over 2 workloads: baseline 600, candidate 400 (baseline/candidate 1.5x)" in profile.summary(None, {}, metric=m, log_dir=two)["lines"][0]
+    ratio = _bench(tmp_path / "b", {"metric": "bytes_moved", "aggregate_speedup": 2.25, "ref_speedup": 3.0,
+                                    "workloads": [{"name": "w", "speedup": 2.25}]})
+    line = profile.summary(None, {}, metric=profile.Metric.declared("bytes_moved", None), log_dir=ratio)["lines"][0]
+    assert "baseline/candidate bytes_moved 2.25x" in line and "3" not in line.split("2.25x")[1]
+    none = profile.summary(None, {}, "it did not pass (hard_fail): there is nothing to profile", metric=m, log_dir=tmp_path / "c")
+    assert none["limiter"] is None and "it did not pass" in none["lines"][0]
+
+
+def test_a_bundled_count_package_is_read_as_counted():
+    from evaluator.task import load_task
+    root = Path(__file__).resolve().parents[1] / "tasks"
+    assert profile.metric_of(load_task("kfc/nativehist-merge", [str(root)])).counted
+    assert not profile.metric_of(load_task("kfc/ssm-selective-scan-firstorder", [str(root)])).counted
+
+
+def _many(n: int, each: float, wall: float, **over):
+    return _gpu(seconds_per_call=wall, device_seconds_per_call=n * each, kernels_per_call=n,
+                kernels=[{"name": f"k{i}", "seconds": n / 4 * each, "count": n // 4} for i in range(4)], **over)
+
+
+@pytest.mark.parametrize("raw,limiter", [
+    (_many(1000, 3e-6, 20e-3), "launch"),  # the mission's baseline: a thousand 3 us kernels, 17 us of host a launch
+    (_many(1000, 3e-6, 3.5e-3), "launch"),  # the same, the GPU busy most of the call
+    (_many(1000, 3e-6, 200e-3), "host"),  # 197 us idle a launch: host work, not launches
+    (_gpu(seconds_per_call=1e-3), "host"),  # one kernel and a long wait
+    (_many(16, 100e-6, 1.7e-3), "latency"),  # long kernels back to back
+    (_many(1000, 3e-6, 20e-3, bytes_per_call=int(0.9 * 3000e9 * 3e-3)), "launch"),  # fast kernels, an idle GPU
+    (_many(1000, 3e-6, 3.3e-3, bytes_per_call=int(0.9 * 3000e9 * 3e-3)), "memory"),  # busy and at the bandwidth
+])
+def test_many_short_kernels_with_gaps_read_as_launch_and_only_other_waits_as_host(raw, limiter):
+    got = profile.summary(raw, H100)
+    assert got["limiter"] == limiter, got["lines"]
+    if raw["seconds_per_call"] > 2 * raw["device_seconds_per_call"]:
+        assert any(ln.startswith("the GPU idle ") for ln in got["lines"])
+
+
+def test_an_idle_gpu_is_not_near_its_roofline_whatever_its_kernels_reach():
+    kernels = [{"name": "tiny", "launches": 20, "seconds": 60e-6, "dram_pct": 80.0, "sm_pct": 10.0, "occupancy_pct": 30.0, "bytes": 1.0}]
+    got = profile.summary(_many(1000, 3e-6, 20e-3, how="ncu", ncu_kernels=kernels), H100)
+    assert got["limiter"] == "launch" and got["roofline"] == pytest.approx(0.8 * 3e-3 / 20e-3)
+    busy = profile.summary(_gpu(how="ncu", ncu_kernels=kernels), H100)  # one kernel, busy: the counters' bound
+    assert busy["limiter"] == "memory" and busy["roofline"] == pytest.approx(0.8)
+    short = [{**kernels[0], "dram_pct": 20.0}]  # many short kernels, busy, no unit near its peak: their launches
+    assert profile.summary(_many(1000, 3e-6, 3.3e-3, how="ncu", ncu_kernels=short), H100)["limiter"] == "launch"

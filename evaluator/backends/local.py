@@ -34,7 +34,7 @@ from evaluator.backends.local_folders import grading_folder, remove_tree, sweep_
 from evaluator.backends.local_root import Layout, RootError, RootPlan, bind_lines, make_identity, make_skeleton, script
 from evaluator.backends.standin import StandIn, StandInError, discover, stand_in_fault
 from evaluator.config import LocalConfig
-from evaluator.hardware import gpu_mounts
+from evaluator.hardware import gpu_binds
 from evaluator.grading_policy import GradingReport, failed_verdict, grading_result
 from evaluator.limits import HOST_OUT_OF_MEMORY, OUT_OF_MEMORY, Limits, sweep_leftovers, unenforced_note
 from evaluator.task import BUNDLED_TASKS, NOT_IN_IMAGE, Task, package_hash
@@ -176,7 +176,7 @@ class LocalBackend:
         scratch = run_dir / "scratch"
         _write_files(run_dir / "seed", task.source_root, request.files, home / "upper")
         env = {**meta["env"], "HOME": "/root", **request.env}
-        binds: list[tuple[Path, str]] = [(Path(m), m) for m in gpu_mounts()] if task.gpus else []
+        binds: list[tuple[Path, str]] = gpu_binds() if task.gpus else []
         if request.grader == "hidden":
             binds.append((task.tests_dir, "/tests"))
         for name, host in request.reviewer_files.items():

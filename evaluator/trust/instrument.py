@@ -55,13 +55,13 @@ def warm_command() -> str:
     return f"exec python3 -I -S -c {shlex.quote(boot)}"
 
 
-def probe_command(exe: str, *, same_sandbox: bool = False) -> str:
+def probe_command(exe: str, *, same_sandbox: bool = False, module: str = "pesflow_probe") -> str:
     """The shell line that starts the probe with `exe` (the harness's interpreter): isolated
     (-I: no working folder, PYTHONPATH or user site on its path; site's .pth files, the guard's
     among them, still load), its code from CONFIG_DIR. In the grading's own sandbox an
     interpreter on a writable path (one the grading could have written) gives way to the first
     of python3, /usr/bin/python3 that is not."""
-    boot = f"import sys; sys.path.insert(0, {CONFIG_DIR!r}); import pesflow_probe; pesflow_probe.run()"
+    boot = f"import sys; sys.path.insert(0, {CONFIG_DIR!r}); import {module}; {module}.run()"  # `module`: another of ours (pesflow_mismatch)
     if not same_sandbox:
         return f"{shlex.quote(exe)} -I -c {shlex.quote(boot)}"
     # root's write test fails only on a read-only mount: the link (a venv's python) and what it

@@ -6,6 +6,11 @@ when the values hold them); Python 3.8+.
 
 import sys
 
+# pesflow's one tolerance for floats, |x - y| <= ATOL + RTOL * |y|, and the loose one (at most 1 %
+# of the elements far off) the probes judge by; also what the mismatch lines (pesflow_mismatch.py) state
+RTOL, ATOL = 1e-3, 1e-5
+LOOSE_RTOL, LOOSE_ATOL = 2e-2, 1e-3
+
 
 def _np():
     return sys.modules.get("numpy")
@@ -63,7 +68,7 @@ def close(a, b, loose=False):
                 return False
             if x.dtype.kind in "fc" or y.dtype.kind in "fc":
                 x, y = x.astype(np.float64), y.astype(np.float64)
-                ok = np.isclose(x, y, rtol=2e-2 if loose else 1e-3, atol=1e-3 if loose else 1e-5, equal_nan=True)
+                ok = np.isclose(x, y, rtol=LOOSE_RTOL if loose else RTOL, atol=LOOSE_ATOL if loose else ATOL, equal_nan=True)
                 return _enough(int(np.count_nonzero(ok)), ok.size, loose)
             return bool(np.array_equal(x, y)) if not loose else _enough(int(np.count_nonzero(x == y)), x.size, True)
         except (TypeError, ValueError):
@@ -86,7 +91,7 @@ def _close_tensors(t, a, b, loose):
             return True
         if x.is_floating_point() or y.is_floating_point() or x.is_complex() or y.is_complex():
             kind = t.complex128 if x.is_complex() or y.is_complex() else t.float64
-            ok = t.isclose(x.to(kind), y.to(kind), rtol=2e-2 if loose else 1e-3, atol=1e-3 if loose else 1e-5, equal_nan=True)
+            ok = t.isclose(x.to(kind), y.to(kind), rtol=LOOSE_RTOL if loose else RTOL, atol=LOOSE_ATOL if loose else ATOL, equal_nan=True)
             return _enough(int(ok.sum().item()), x.numel(), loose)
         same = x == y
         return _enough(int(same.sum().item()), x.numel(), True) if loose else bool(same.all().item())

@@ -31,6 +31,8 @@ TOP = 8  # kernels or functions kept
 NCU_METRICS = ("gpu__time_duration.sum", "dram__throughput.avg.pct_of_peak_sustained_elapsed",
                "sm__throughput.avg.pct_of_peak_sustained_elapsed", "sm__warps_active.avg.pct_of_peak_sustained_active",
                "dram__bytes.sum")
+# the host's Nsight Compute as a local grading binds it (evaluator/hardware.py NCU_MOUNT)
+HOST_NCU = "/opt/nvidia/nsight-compute/host/ncu"
 _UNREADABLE = ("ERR_NVGPUCTRPERM", "permission to access NVIDIA GPU Performance Counters")
 
 
@@ -228,14 +230,15 @@ def parse_ncu_csv(text):
     return kernels or None
 
 
-def find_ncu():
-    """ncu on the PATH, else where CUDA's and Nsight Compute's installers put it (a grading's
-    PATH often leaves their folders out)."""
+def find_ncu(path=None):
+    """ncu on the PATH (`path`, default the process's), else the host's install a local
+    grading binds at HOST_NCU, else where CUDA's and Nsight Compute's installers put it (a
+    grading's PATH often leaves their folders out)."""
     import glob  # noqa: PLC0415 - slow to import in every probe: only where a GPU profile is asked for
-    found = shutil.which("ncu")
+    found = shutil.which("ncu", path=path)
     if found:
         return found
-    for pattern in ("/usr/local/cuda/bin/ncu", "/usr/local/cuda-*/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu"):
+    for pattern in (HOST_NCU, "/usr/local/cuda/bin/ncu", "/usr/local/cuda-*/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu"):
         hits = sorted(glob.glob(pattern))
         if hits and os.access(hits[-1], os.X_OK):
             return hits[-1]
@@ -246,7 +249,7 @@ def ncu_profile(rec, config_dir, budget_sec, kernels=()):
     """One kept call replayed under ncu in a child process; (kernels, None) or (None, why)."""
     ncu = find_ncu()
     if ncu is None:
-        return None, "ncu is not installed in the grading's image"
+        return None, "no ncu in the grading: neither its image nor the host has one"
     request = os.path.join("/tmp", "pesflow-profile-%d.json" % os.getpid())
     with open(request, "w") as f:
         json.dump({"rec": rec, "config_dir": config_dir}, f)
