@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -26,15 +27,17 @@ from agent.rundir.store import RunDirError
 from agent.llm.gateway import ModelUnreachable
 from agent.search.session import NoLLMConfigured, apply_run_flags, replay_run, resume_run, start_run
 from evaluator import backends, sandbox
-from evaluator.backends.base import BackendUnavailable, InfraError
-from evaluator.benchmark import FetchError, fetch, say_source
+from evaluator.backends.base import BackendUnavailable, InfraError, capabilities_of
+from evaluator.benchmark import FetchError, fetch, fetch_note, first_use, say_source
 from evaluator.calibrate import CalibrationError, calibrate, official_note
 from evaluator.candidate import CandidateError
-from evaluator.catalog import locate
-from evaluator.evaluation import Evaluator, verdict_json
+from evaluator.catalog import load_catalog, locate
+from evaluator.evaluation import Evaluator
+from evaluator.verdict import verdict_json
+from evaluator.hardware import gpu_available
 from evaluator.modes import PackageLacks, request
 from evaluator.package_check import PackageCheck, run_checks
-from evaluator.task import Task, TaskError, load_task
+from evaluator.task import Task, TaskError, load_task, needs_benchmark
 
 # Exit codes: 0 graded fine, 1 the candidate failed (hard fail, scope, timeout),
 # 2 bad input, 3 the grader or our machinery failed, 4 graded ok but the trust screens call it a suspect.
@@ -48,6 +51,27 @@ def _evaluator(args: argparse.Namespace, config):  # noqa: ANN001
     require_backend(config.evaluator.backend)
     roots = [*args.tasks_root, *config.tasks_roots]
     return Evaluator(config.evaluator, tasks_roots=roots, official_url=config.benchmark.url)
+
+
+def _first_use(config, names: list[str], roots: list[str]) -> None:  # noqa: ANN001 - agent.config.Config
+    """The pinned benchmark fetched the first time a command needs one of its names
+    (benchmark.fetch_on_first_use); where it cannot be, the names resolve to the bundled
+    re-creations and the line naming one says why (evaluator/benchmark.py say_source)."""
+    b = config.benchmark
+    if b.fetch_on_first_use and any(needs_benchmark(n, roots) for n in names):
+        first_use(b.url, b.ref, Path(b.dir), timeout=b.fetch_timeout_sec, retry_hours=b.fetch_retry_hours)
+
+
+def _search_needs_gpu(task: Task, backend: str) -> None:
+    """A search ranks candidates by their timings, which a GPU task's CPU check (--device cpu)
+    does not take (correctness only): with no GPU where the gradings run, `run` refuses before
+    anything runs, naming what can be done instead."""
+    if task.gpus == 0 or capabilities_of(SimpleNamespace(name=backend)).gpus != "host" or gpu_available():
+        return
+    raise TaskError(f"{task.name} needs a GPU (gpus = {task.gpus}) and this machine has none; a search ranks candidates "
+                    "by GPU timings, which grading on the CPU does not take (correctness only), so `pesflow run` has no "
+                    f"--device: search on a GPU machine, or from here on a cloud GPU: `pesflow run {task.name} --backend modal`; "
+                    f"check a candidate's correctness here: `pesflow evaluate {task.name} --device cpu --candidate PATCH`")
 
 
 def cmd_tasks(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
@@ -87,12 +111,10 @@ def cmd_tasks_fetch(args: argparse.Namespace, config) -> int:  # noqa: ANN001
 def cmd_tasks_check(args: argparse.Namespace, config) -> int:  # noqa: ANN001 - agent.config.Config
     """`pesflow tasks check` (evaluator/package_check.py): a bar on a terminal, one line per package otherwise."""
     roots = [*args.tasks_root, *config.tasks_roots]
-    if args.all:
-        names = [r["name"] for r in locate(roots) if r["location"]]
-    elif args.tasks:
-        names = list(args.tasks)
-    else:
+    if not args.all and not args.tasks:
         raise ValueError("name the packages to check (pesflow tasks check kfc/... lh/...) or pass --all")
+    _first_use(config, [e["name"] for e in load_catalog()] if args.all else args.tasks, roots)
+    names = [r["name"] for r in locate(roots) if r["location"]] if args.all else list(args.tasks)
     tasks: list[Task] = []
     unreadable = []
     for n in names:
@@ -104,6 +126,10 @@ def cmd_tasks_check(args: argparse.Namespace, config) -> int:  # noqa: ANN001 - 
     if not tasks:
         raise ValueError(f"no package to check: {', '.join(unreadable)} not found or not readable (lines above); "
                          "name packages as <bench>/<dir> or package folders")
+    recreated = [t.name for t in tasks if "bundled" in (t.source.repo or "")]
+    if recreated and (note := fetch_note()):
+        print(f"pesflow tasks check: pesflow's bundled re-creations stand in for {len(recreated)} of these packages; {note}",
+              file=sys.stderr)
     require_backend(config.evaluator.backend)
     graders = ("hidden", "dev") if args.grader == "both" else (args.grader,)
     out = Path(args.out).resolve()
@@ -145,6 +171,7 @@ def cmd_evaluate(args: argparse.Namespace, config, console: Console) -> int:  # 
     if args.candidate and not Path(args.candidate).exists():
         raise ValueError(f"--candidate {args.candidate}: no such file or folder; pass a unified diff (git diff output) "
                          "or a folder of replacement files laid out as in the repository")
+    _first_use(config, [args.task], [*args.tasks_root, *config.tasks_roots])
     ev = _evaluator(args, config)
     task = ev.task(args.task)
     say_source(task.name, task.root, task.source)
@@ -180,6 +207,7 @@ def cmd_evaluate(args: argparse.Namespace, config, console: Console) -> int:  # 
 
 
 def cmd_calibrate(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
+    _first_use(config, [args.task], [*args.tasks_root, *config.tasks_roots])
     ev = _evaluator(args, config)
     task = ev.task(args.task)
     say_source(task.name, task.root, task.source)
@@ -200,8 +228,11 @@ def cmd_calibrate(args: argparse.Namespace, config, console: Console) -> int:  #
 def cmd_run(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
     cfg = apply_run_flags(config, args)
     require_backend(cfg.evaluator.backend)
+    roots = [*args.tasks_root, *cfg.tasks_roots]
+    _first_use(cfg, [args.task], roots)
+    _search_needs_gpu(load_task(args.task, roots, cfg.benchmark.url), cfg.evaluator.backend)
     try:
-        run_dir, status = start_run(cfg, args.task, [*args.tasks_root, *cfg.tasks_roots], console=console)
+        run_dir, status = start_run(cfg, args.task, roots, console=console)
     except NoLLMConfigured as e:
         print(f"run: {e.run_dir}")
         print(f"pesflow run: {e}", file=sys.stderr)
@@ -295,8 +326,9 @@ def cmd_audit(args: argparse.Namespace, config, console: Console) -> int:  # noq
 def cmd_baselines(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
     bc = load_baselines(args.baselines_config)
     require_backend("ray" if args.ray else config.evaluator.backend)
-    res = run_matrix(config, bc, Path(args.out or bc.out), [*args.tasks_root, *bc.tasks_roots, *config.tasks_roots], console=console,
-                     ray=args.ray)
+    roots = [*args.tasks_root, *bc.tasks_roots, *config.tasks_roots]
+    _first_use(config, bc.tasks, roots)
+    res = run_matrix(config, bc, Path(args.out or bc.out), roots, console=console, ray=args.ray)
     print(f"cells: {len(res.ran)} run, {len(res.skipped)} already done, {len(res.failed)} failed")
     for cell, msg in res.failed:
         print(f"failed: {cell.rel}: {msg}", file=sys.stderr)

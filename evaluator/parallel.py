@@ -85,7 +85,8 @@ class ParallelBackend:
         groups = device_groups(self._devices(), gpus) if gpus_here else []
         if gpus_here and not groups:
             raise InfraError(f"{task.name} needs {task.gpus} GPU(s) and only {len(self._devices())} are available "
-                             "to pesflow here (evaluator.gpu_devices); grade it where it fits, or with --device cpu")
+                             "to pesflow here (evaluator.gpu_devices); grade it where it fits, or check its correctness on the "
+                             "CPU: --device cpu of `pesflow evaluate` or `pesflow tasks check`")
         with self._cond:
             while True:
                 limit = self.workers if self.workers is not None else len(self._busy) + 1

@@ -222,12 +222,39 @@ class Task(BaseModel):
 def task_roots(explicit: list[str | Path] | None = None) -> list[Path]:
     """Roots to search, highest priority first: --tasks-root, PESFLOW_TASKS_PATH, the benchmark
     `pesflow tasks fetch` fetched, pesflow's bundled re-creations."""
-    roots: list[Path] = [Path(r) for r in (explicit or [])]
-    roots += [Path(p) for p in os.environ.get(TASKS_PATH_ENV, "").split(os.pathsep) if p]
+    roots = _given_roots(explicit)
     fetched = fetched_root()
     if fetched is not None:
         roots.append(fetched)
     roots.append(BUNDLED_TASKS)
+    return _normal(roots)
+
+
+def _given_roots(explicit: list[str | Path] | None) -> list[Path]:
+    """The roots a user named: --tasks-root (and the config's tasks_roots), then PESFLOW_TASKS_PATH."""
+    roots: list[Path] = [Path(r) for r in (explicit or [])]
+    return roots + [Path(p) for p in os.environ.get(TASKS_PATH_ENV, "").split(os.pathsep) if p]
+
+
+def needs_benchmark(name: str, roots: list[str | Path] | None = None) -> bool:
+    """Would `name` be looked up in the fetched benchmark, had it been fetched: a catalog name
+    (tasks/catalog.json: a misspelt one is no reason to reach the network) found in no root the
+    user named, while nothing is fetched yet. Never for a package folder."""
+    if (Path(name).expanduser() / "task.toml").is_file() or name.count("/") != 1 or name.startswith("/"):
+        return False
+    if fetched_root() is not None or name not in _catalog_names():
+        return False
+    return not any(package_root_in(r, name) for r in _normal(_given_roots(roots)))
+
+
+def _catalog_names() -> set[str]:
+    try:  # evaluator/catalog.py reads the same file, but imports this module
+        return {t["name"] for t in json.loads((BUNDLED_TASKS / "catalog.json").read_text())["tasks"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return set()
+
+
+def _normal(roots: list[Path]) -> list[Path]:
     out: list[Path] = []
     for r in roots:
         r = r.expanduser().resolve()
