@@ -65,10 +65,13 @@ class LoopConfig(_Strict):
     grading_workers: int = Field(1, ge=1)
     pipeline_depth: int = Field(2, ge=1, le=16)  # rounds in flight at once; 1: one round at a time
     repair_attempts: int = Field(1, ge=0)
-    patience: int | None = Field(None, ge=1)  # stop after this many rounds without a new best
+    patience: int | None = Field(4, ge=1)  # stop after this many rounds without a new best
     target: float | None = Field(None, gt=0)  # stop once the best reaches this speedup (its dev figure where it has none)
-    roofline_stop: float | None = Field(None, gt=0, le=1)  # engineer, GPU: stop once the best's dominant kernel is at this share of a ceiling
-    fix_turns: int = Field(0, ge=0, le=8)  # more executor turns for a child that fails or is not faster (agent/search/fixes.py)
+    roofline_stop: float | None = Field(0.9, gt=0, le=1)  # engineer, GPU: stop once the best's dominant kernel is at this share of a ceiling
+    fix_turns: int = Field(1, ge=0, le=8)  # more executor turns for a child that fails (fix_on) (agent/search/fixes.py)
+    fix_on: list[Literal["failed", "slower"]] = Field(default_factory=lambda: ["failed"])  # what earns a fix turn
+    history_rows: int = Field(24, ge=0)  # the planner's table of attempts: at most this many, newest first
+    resample_duplicates: int = Field(1, ge=0, le=4)  # asks again when a child is a program the search already has
     recent_failures: int = Field(4, ge=0)
     memory_items: int = Field(12, ge=1)
     lesson_chars: int = Field(400, ge=40)

@@ -96,7 +96,10 @@ def config(tmp_path: Path, cache_dir: Path, server: ScriptedLLMServer, provider:
     base = server.openai_base_url if provider == "openai" else server.anthropic_base_url
     items = [f"llm.default={provider}:test-model", f"llm.base_url={base}", "loop.rounds=3", "loop.children=2",
              f"run.out={tmp_path / 'traces'}", "run.quiet=true", f"evaluator.local.cache_dir={cache_dir}",
-             "llm.backoff_base_sec=0.01", "llm.backoff_max_sec=0.05", "llm.timeout_sec=20"]
+             "llm.backoff_base_sec=0.01", "llm.backoff_max_sec=0.05", "llm.timeout_sec=20",
+             # these tests count the children of one answer each; the defaults' fix turns and second
+             # asks are pinned by tests/test_search_defaults.py
+             "loop.fix_turns=0", "loop.resample_duplicates=0"]
     items += [f"{k}={v}" for k, v in sets.items()]
     return load_config(sets=items)
 

@@ -66,7 +66,9 @@ def _search(tmp_path: Path, cache_dir: Path, answers: dict[str, str], prices: st
         cfg = load_config(sets=["llm.default=openai:good", f"llm.base_url={server.openai_base_url}", f"llm.prices={table}",
                                 f'llm.models={json.dumps({"executor": sorted(answers)})}', "loop.rounds=8", "loop.children=2",
                                 f"run.out={tmp_path / 'traces'}", "run.quiet=true", f"evaluator.local.cache_dir={cache_dir}",
-                                "llm.timeout_sec=20", "loop.score_final_with_hidden=false", "loop.pipeline_depth=1"])
+                                "llm.timeout_sec=20", "loop.score_final_with_hidden=false", "loop.pipeline_depth=1",
+                                # every round's two executor calls, and no others: the bandit's choices are counted
+                                "loop.fix_turns=0", "loop.resample_duplicates=0", "loop.patience=null"])
         run_dir, status = start_run(cfg, "kfc/toy-sum", [str(root)])
     assert status == "finished"
     events = [json.loads(ln) for ln in (run_dir / "journal.jsonl").read_text().splitlines() if ln.strip()]

@@ -57,7 +57,8 @@ class Method(_Strict):
 
 def kind_overrides(m: Method) -> dict[str, Any]:
     """The config a method's kind means, as default.yaml keys."""
-    no_roles = {"use_planner": False, "use_summarizer": False}
+    # one answer per child, as the method's name says: no fix turn, no second ask for a duplicate
+    no_roles = {"use_planner": False, "use_summarizer": False, "fix_turns": 0, "resample_duplicates": 0}
     loop: dict[str, Any] = {"rounds": m.rounds} if m.rounds else {}
     return {
         "noop": {}, "oracle": {},

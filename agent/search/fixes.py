@@ -1,9 +1,13 @@
 """Fix turns and stop rules: what ends a child's turns and what ends the search early.
 
-Fix turns: a child that does not build, fails a check or is not faster than its parent goes back
-to its executor with its own verdict (under the run's feedback protocol) for up to
-`loop.fix_turns` more turns in the same slot, as LoongFlow's executor iterates against the
-evaluator. Each turn is a child of the one it fixes, graded and journaled like any other.
+Fix turns: a child that does not build or fails a check (and, where `loop.fix_on` asks, one that
+is not faster than its parent) goes back to its executor with its own verdict (under the run's
+feedback protocol) and its code as a diff against the parent, for up to `loop.fix_turns` more turns
+in the same slot, as LoongFlow's executor iterates against the evaluator. Each turn is a child of
+the one it fixes, graded and journaled like any other. On by default (one turn, failures only):
+the model that wrote a child is the one that can act on its own error, and a failure's fix is the
+cheapest correct child a search can buy; "slower" is opt-in, since a slow child's fix is a new idea,
+which the next round's planner is for.
 
 A verdict whose figures do not count (a suspect) gets no turn: the search does not help an
 exploit along. Nor does a grading that failed on our side (infra, the grader's own error).
@@ -32,16 +36,22 @@ def solution_from(v: Verdict, **fields: Any) -> Solution:
                     dev_figure=dev.value if dev else None, dev_kind=dev.kind if dev else None,
                     tests_passed=v.tests.passed, tests_total=v.tests.total, trust=v.trust.model_copy(deep=True),
                     feedback=v.feedback or "", diagnostics=list(v.diagnostics), dev_details=list(v.dev_details),
-                    profile=dict(v.profile or {}), **fields)
+                    mismatch=list(v.mismatch.lines) if v.mismatch is not None else [], profile=dict(v.profile or {}), **fields)
 
 
-def needs_fix(v: Verdict | None, parent: Solution) -> str | None:
-    """Why a graded child gets another turn, or None: it failed (build, check, time limit), or it
-    is correct and no faster than its parent (by the speedup, else the dev engine's own figure)."""
+FIX_ON = ("failed", "slower")  # loop.fix_on: what earns a child a fix turn
+
+
+def needs_fix(v: Verdict | None, parent: Solution, fix_on: tuple[str, ...] | list[str] = FIX_ON) -> str | None:
+    """Why a graded child gets another turn, or None: it failed (build, check, time limit), or,
+    where `fix_on` holds "slower", it is correct and no faster than its parent (by the speedup,
+    else the dev engine's own figure)."""
     if v is None or v.status in NOT_OURS or not v.is_result:
         return None
     if not v.correct:
-        return "it failed"
+        return "it failed" if "failed" in fix_on else None
+    if "slower" not in fix_on:
+        return None
     if v.speedup is not None and parent.speedup is not None:
         return "it is not faster than its parent" if v.speedup <= parent.speedup else None
     if v.speedup is None and v.dev is not None and parent.dev_figure is not None:

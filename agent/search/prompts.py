@@ -14,7 +14,7 @@ from pathlib import Path
 from string import Template
 
 from agent.population.database import Solution
-from evaluator.trust.findings import FAMILIES, REVIEW, REVIEWS, Trust
+from evaluator.trust.findings import AT_REWARD_CAP, FAMILIES, REVIEW, REVIEWS, Trust
 
 PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
 _LANG = {".py": "python", ".cu": "cuda", ".cuh": "cuda", ".cpp": "cpp", ".cc": "cpp", ".h": "cpp", ".c": "c"}
@@ -24,6 +24,9 @@ VARIANTS = [
     "Take the plan's idea but choose a different implementation strategy than the obvious one.",
     "Implement the plan with the smallest change that captures most of its gain.",
 ]
+
+
+NO_CODE = "no usable code: "
 
 
 class Prompt(str):
@@ -65,6 +68,8 @@ def trust_words(trust: Trust, evidence_chars: int = 160) -> str:
         family, evidence = family.strip(), evidence.strip()
         if family in FAMILIES:
             said.append(f"it {FAMILIES[family]} ({family}" + (f": {evidence[:evidence_chars]})" if evidence else ")"))
+        elif family == AT_REWARD_CAP:  # where the reward caps is the anchor squared: not the model's to know
+            said.append("its figure is held for a person's review")
         elif family == REVIEW:
             said.append(f"its speedup is far past what the reference reaches, awaiting a person's review ({REVIEW})")
         elif family in REVIEWS:
@@ -92,7 +97,8 @@ def verdict_text(sol: Solution, protocol: str = "benchmark") -> str:
     engine's failed checks and per-workload figures, and the candidate's own errors."""
     tests = f"{sol.tests_passed}/{sol.tests_total} correctness cases passed" if sol.tests_total else ""
     if sol.status == "no_code":
-        return "no usable code: " + (sol.lessons or "the answer had no applicable edit")
+        said = sol.lessons.removeprefix(NO_CODE).strip() if sol.lessons else ""
+        return NO_CODE + (said or "the answer had no applicable edit")
     same = f"identical to {sol.duplicate_of} (not graded again); " if sol.duplicate_of else ""
     if protocol == "line":
         return same + verdict_text_core(sol, tests)
@@ -105,9 +111,18 @@ def verdict_text(sol: Solution, protocol: str = "benchmark") -> str:
         parts.append("the package's feedback:\n" + _indented(sol.feedback))
     if sol.dev_details:
         parts.append("the dev engine's details:\n" + _indented("\n".join(sol.dev_details)))
+    if sol.mismatch:
+        parts.append("how its answer differs from the frozen baseline's (pesflow's own comparison):\n" + _indented("\n".join(sol.mismatch)))
     if sol.diagnostics:
         parts.append("its own errors, from the grader's output:\n" + _indented("\n".join(sol.diagnostics)))
     return "\n".join(parts)
+
+
+def shown_reasons(reasons: list[str]) -> list[str]:
+    """A grading's gate names as a model may read them: a gate that places the speedup against the
+    anchor (speedup_not_above_anchor, ref_speedup_invalid ...) says where the anchor lies, so it is
+    named only as the grader's score gate."""
+    return list(dict.fromkeys("a gate of the grader's score" if ("anchor" in r or "ref_speedup" in r) else r for r in reasons))
 
 
 def _indented(text: str) -> str:
@@ -116,7 +131,7 @@ def _indented(text: str) -> str:
 
 def verdict_text_core(sol: Solution, tests: str) -> str:
     if not sol.is_result:
-        failed = f"FAILED ({sol.status}): {', '.join(sol.hard_fail_reasons[:6]) or sol.status}; " if not sol.correct else ""
+        failed = f"FAILED ({sol.status}): {', '.join(shown_reasons(sol.hard_fail_reasons)[:6]) or sol.status}; " if not sol.correct else ""
         return "; ".join(x for x in (f"{failed}NOT COUNTED: {trust_words(sol.trust)}", tests) if x)
     if sol.correct:
         if sol.speedup is not None:
@@ -126,7 +141,7 @@ def verdict_text_core(sol: Solution, tests: str) -> str:
         else:
             sp = "speed not measured"
         return "; ".join(x for x in ("correct", sp, tests) if x)
-    reasons = ", ".join(sol.hard_fail_reasons[:6]) or sol.status
+    reasons = ", ".join(shown_reasons(sol.hard_fail_reasons)[:6]) or sol.status
     return "; ".join(x for x in (f"FAILED ({sol.status}): {reasons}", tests) if x)
 
 

@@ -14,12 +14,14 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from agent.llm.gateway import BudgetExhausted, Gateway
+from agent.population.code_key import code_key
 from agent.population.database import Solution
-from agent.search import roles
-from agent.search.fixes import child_id, needs_fix, solution_from
+from agent.search import history, roles
+from agent.search.fixes import FIX_ON, child_id, needs_fix, solution_from
 from agent.search.pipeline import in_parallel
 from agent.search.prompts import Prompt, verdict_text
 from agent.search.state import Selection
+from evaluator.candidate import candidate_hash
 
 CAP_REACHED = "the USD cap (llm.max_usd) was reached before this child's code was asked for"
 Submit = Callable[[dict[str, str], tuple[int, int]], Future]
@@ -34,6 +36,11 @@ class Work:
     inspirations: list[Solution]
     failures: list[Solution]
     best: Solution | None = None  # the population's best, where it is not the parent
+    history: str = ""  # the planner's table of attempts (agent/search/history.py), as the selection saw them
+    plans_before: list[tuple[int, str, Future]] = field(default_factory=list)  # rounds in flight: (round, parent, its plan)
+    plan_out: Future | None = None  # this round's plan, once planned, for the rounds selected after it
+    known: dict[str, tuple[str, str]] = field(default_factory=dict)  # code key -> (id, outcome) of programs the search has
+    baseline: dict[str, str] = field(default_factory=dict)  # the baseline's scope files (a verdict's candidate hash)
 
 
 @dataclass
@@ -49,60 +56,99 @@ class Proposal:
     stop: str | None = None  # budget_exhausted: the USD cap was reached while proposing (drafts: those made)
 
 
+@dataclass(frozen=True)
+class Turns:
+    """How many more answers a child's slot may ask for (loop.*)."""
+
+    repair_attempts: int = 1
+    fix_turns: int = 0
+    fix_on: tuple[str, ...] = FIX_ON
+    resample_duplicates: int = 0
+
+
+def _plan(gw: Gateway, ctx: roles.Context, work: Work, p: Proposal) -> None:
+    """The round's plan, shown the plans of the rounds in flight before it (it waits for them: a
+    planner call, never a grading); this plan then reaches the rounds after it, whatever happens."""
+    sel = work.selection
+    try:
+        flying = history.in_flight([(k, pid, f.result()) for k, pid, f in work.plans_before])
+        p.plan, p.plan_prompt, p.plan_ok = roles.plan(gw, ctx, work.parent, work.inspirations, work.failures, sel.memory,
+                                                      tag=f"r{sel.round}/plan", best=work.best, history=work.history,
+                                                      in_flight=flying)
+        p.planner_called = True
+    finally:
+        if work.plan_out is not None and not work.plan_out.done():
+            work.plan_out.set_result(p.plan)
+
+
 def propose(gw: Gateway, ctx: roles.Context, work: Work, submit: Submit, *, use_planner: bool,
-            repair_attempts: int, fix_turns: int = 0) -> Proposal:
+            turns: Turns = Turns()) -> Proposal:
     sel = work.selection
     k, n = sel.round, sel.children
     p = Proposal(work)
     try:
         if use_planner:
-            p.plan, p.plan_prompt, p.plan_ok = roles.plan(gw, ctx, work.parent, work.inspirations, work.failures,
-                                                          sel.memory, tag=f"r{k}/plan", best=work.best)
-            p.planner_called = True
+            _plan(gw, ctx, work, p)
+        elif work.plan_out is not None:
+            work.plan_out.set_result(p.plan)
     except BudgetExhausted as e:
         p.stop = e.stop
         return p
 
     def one(i: int) -> list[tuple[roles.Child, Future | None]]:
         try:
-            child = roles.propose(gw, ctx, work.parent, p.plan, i, n, tag=f"r{k}/c{i}", repair_attempts=repair_attempts,
-                                  inspirations=work.inspirations)
+            child = roles.propose(gw, ctx, work.parent, p.plan, i, n, tag=f"r{k}/c{i}", repair_attempts=turns.repair_attempts,
+                                  inspirations=work.inspirations, best=work.best)
+            child = _fresh(child, i)
         except BudgetExhausted as e:  # the children written before the cap are still graded and kept
             p.stop = e.stop
             return [(roles.Child(None, "llm_error", CAP_REACHED), None)]
         # graded as soon as it exists; the same code in two children is graded once
-        turns = [(child, submit(child.files, (k, i)) if child.files is not None else None)]
-        for t in range(1, fix_turns + 1):
-            last, future = turns[-1]
+        made = [(child, submit(child.files, (k, i)) if child.files is not None else None)]
+        for t in range(1, turns.fix_turns + 1):
+            last, future = made[-1]
             said = _said(last, future, t - 1, i)
             if said is None:
                 break
             try:
-                fixed = roles.fix(gw, ctx, child.prompt or Prompt([child.transcript[0][0]]), last, said[1], said[0], tag=f"r{k}/c{i}/fix{t}")
+                fixed = roles.fix(gw, ctx, child.prompt or Prompt([child.transcript[0][0]]), last, said[1], said[0],
+                                  tag=f"r{k}/c{i}/fix{t}", parent_files=work.parent.files, graded=said[2])
             except BudgetExhausted as e:
                 p.stop = e.stop
                 break
-            turns.append((fixed, submit(fixed.files, (k, i)) if fixed.files is not None else None))
-        return turns
+            made.append((fixed, submit(fixed.files, (k, i)) if fixed.files is not None else None))
+        return made
 
-    def _said(last: roles.Child, future: Future | None, t: int, i: int) -> tuple[str, str] | None:
-        """(why, what the grading said) of a child that gets a fix turn, else None."""
+    def _fresh(child: roles.Child, i: int) -> roles.Child:
+        """A child that is a program the search had when this round was selected asks again, up to
+        loop.resample_duplicates times, instead of taking its slot with a grading it cannot get."""
+        for r in range(1, turns.resample_duplicates + 1):
+            seen = work.known.get(code_key(child.files)) if child.files is not None else None
+            if seen is None:
+                break
+            child = roles.resample(gw, child, work.parent.files, seen[0], seen[1], tag=f"r{k}/c{i}/resample{r}")
+        return child
+
+    def _said(last: roles.Child, future: Future | None, t: int, i: int) -> tuple[str, str, str] | None:
+        """(why, what the grading said, whose grading it was) of a child that gets a fix turn, else None."""
         if future is None or last.files is None or p.stop:
             return None
         try:
             v = future.result()
         except CancelledError:  # the search is stopping
             return None
-        why = needs_fix(v, work.parent)
+        why = needs_fix(v, work.parent, turns.fix_on)
         if why is None:
             return None
         sol = solution_from(v, id=child_id(k, i, t), parent_id=work.parent.id, island=sel.island,
                             round=k, files=last.files, content_hash=v.candidate_hash or "")
-        return why, verdict_text(sol, ctx.feedback)
+        # the pool grades a program once: a sibling's other spelling of it got this very grading
+        own = not work.baseline or not v.candidate_hash or candidate_hash(last.files, work.baseline) == v.candidate_hash
+        return why, verdict_text(sol, ctx.feedback), roles.GRADED if own else roles.GRADED_AS_ANOTHER
 
     done = in_parallel([lambda i=i: one(i) for i in range(n)])
-    for i, turns in enumerate(done):
-        for t, (c, f) in enumerate(turns):
+    for i, made in enumerate(done):
+        for t, (c, f) in enumerate(made):
             p.drafts.append(c)
             p.verdicts.append(f)
             p.turns.append((i, t))

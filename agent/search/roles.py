@@ -22,6 +22,7 @@ WHOLE_FILE_HELP = (
     "whose info string names the file, e.g.\n```python path/to/file.py\n<the whole file>\n```"
 )
 MIN_FAILURES = 1800  # characters the planner's recent failures get however small the task's text: one failure's feedback fits
+MIN_HISTORY = 900  # characters the table of attempts gets however small the task's text: a dozen rows
 MIN_INSPIRATIONS = 1200  # characters the executor's inspirations get however small the task's text
 EDIT_FORMAT_SHORT = "SEARCH/REPLACE blocks or whole files in fenced blocks"
 FALLBACK_PLAN = "Make the parent faster while keeping every result exact: remove the dominant cost you can see in its code."
@@ -93,28 +94,32 @@ def shared_parts(ctx: Context, parent: Solution) -> list[str]:
 
 
 def planner_prompt(ctx: Context, parent: Solution, inspirations: list[Solution], failures: list[Solution],
-                   memory: list[str], best: Solution | None = None) -> Prompt:
-    """The planner's prompt, in parts (shared_parts first). What the search has gathered (memory,
-    recent failures, inspirations) shares one budget, `context_share` of the rest of the prompt,
-    so that the prompt of round 16 is about the size of round 1's instead of growing with the population."""
+                   memory: list[str], best: Solution | None = None, history: str = "", in_flight: str = "") -> Prompt:
+    """The planner's prompt, in parts (shared_parts first). What the search has gathered (the
+    table of attempts, memory, recent failures, inspirations) shares one budget, `context_share`
+    of the rest of the prompt, so that the prompt of round 16 is about the size of round 1's
+    instead of growing with the population; the plans in flight are few and always shown."""
     shared = shared_parts(ctx, parent)
     fixed = dict(parent_id=parent.id, parent_verdict=verdict_text(parent, ctx.feedback),
-                 parent_lessons=(parent.lessons or "(none)")[: ctx.lesson_chars], profile=profile_section(ctx, parent, best))
+                 parent_lessons=(parent.lessons or "(none)")[: ctx.lesson_chars], profile=profile_section(ctx, parent, best),
+                 in_flight=in_flight or "(none)")
     # the profile is paid for from the gathered context's budget, not added to it
-    empty = render("planner", **{**fixed, "profile": ""}, inspirations="", memory="", failures="")
+    empty = render("planner", **{**fixed, "profile": ""}, inspirations="", memory="", failures="", history="")
     budget = int(ctx.context_share * (len(empty) + sum(map(len, shared)))) - len(fixed["profile"])
-    mem = fit([f"- {m}" for m in memory], int(0.3 * budget))
+    hist = fit(history.splitlines(), max(int(0.25 * budget), MIN_HISTORY))
+    mem = fit([f"- {m}" for m in memory], int(0.25 * budget))
     fails = fit([f"- {s.id}: {verdict_text(s, ctx.feedback)}. {(s.lessons or '')[:200]}" for s in failures],
                 max(int(0.2 * budget), MIN_FAILURES))  # a failure's feedback is what fixes the next child
-    insp = fit([_inspiration(ctx, s, parent) for s in inspirations], max(budget - len(mem) - len(fails), budget // 2), "\n\n")
+    rest = budget - len(hist) - len(mem) - len(fails)
+    insp = fit([_inspiration(ctx, s, parent) for s in inspirations], max(rest, budget // 2), "\n\n")
     return Prompt(shared + [render("planner", **fixed, inspirations=insp or "(none yet)", memory=mem or "(nothing yet)",
-                                   failures=fails or "(none)")])
+                                   failures=fails or "(none)", history=hist or "(none yet)")])
 
 
 def plan(gw: Gateway, ctx: Context, parent: Solution, inspirations: list[Solution], failures: list[Solution],
-         memory: list[str], tag: str, best: Solution | None = None) -> tuple[str, str, bool]:
+         memory: list[str], tag: str, best: Solution | None = None, history: str = "", in_flight: str = "") -> tuple[str, str, bool]:
     """(plan, prompt, ok)"""
-    prompt = planner_prompt(ctx, parent, inspirations, failures, memory, best)
+    prompt = planner_prompt(ctx, parent, inspirations, failures, memory, best, history, in_flight)
     out = gw.call("planner", SYSTEM, prompt, tag)
     if not out.text or not out.text.strip():
         return FALLBACK_PLAN, out.sent, False
@@ -134,13 +139,25 @@ class Child:
     prompt: Prompt | None = None  # the first prompt, in its parts (a fix turn opens with it)
 
 
+def parent_grading(ctx: Context, parent: Solution, best: Solution | None = None) -> str:
+    """What the executor is shown of its parent's grading (its figures per workload among them,
+    under engineer), and the best's per-workload figures where the best is another program."""
+    said = verdict_text(parent, ctx.feedback)
+    loads = [ln for ln in (best.dev_details if best is not None and best is not parent else []) if ln.startswith("workload ")]
+    if ctx.feedback == "engineer" and loads:
+        said += f"\nthe best so far ({best.id}), per workload:\n" + "\n".join("    " + ln for ln in loads)
+    return said
+
+
 def executor_prompt(ctx: Context, parent: Solution, plan_text: str, child_index: int, children: int,
-                    inspirations: list[Solution] = ()) -> Prompt:  # type: ignore[assignment]
+                    inspirations: list[Solution] = (), best: Solution | None = None) -> Prompt:  # type: ignore[assignment]
     """The executor's prompt, in parts: shared_parts, then the round's plan (the same for every
-    executor of the round), then this executor's variant and the inspirations as diffs against
-    the parent within `context_share` of the rest (at least MIN_INSPIRATIONS characters)."""
+    executor of the round), then this executor's variant, the parent's grading (and the best's
+    figures per workload), and the inspirations as diffs against the parent within
+    `context_share` of the rest (at least MIN_INSPIRATIONS characters)."""
     shared = shared_parts(ctx, parent) + [render("executor_plan", plan=plan_text.rstrip("\n"))]
-    fixed = dict(child_index=child_index + 1, children=children, variant=variant(child_index), profile=profile_section(ctx, parent))
+    fixed = dict(child_index=child_index + 1, children=children, variant=variant(child_index), profile=profile_section(ctx, parent),
+                 parent_id=parent.id, parent_verdict=parent_grading(ctx, parent, best))
     budget = max(int(ctx.context_share * (len(render("executor", **fixed, inspirations="")) + sum(map(len, shared)))),
                  MIN_INSPIRATIONS)
     insp = fit([_inspiration(ctx, s, parent) for s in inspirations], budget, "\n\n")
@@ -148,19 +165,40 @@ def executor_prompt(ctx: Context, parent: Solution, plan_text: str, child_index:
 
 
 def propose(gw: Gateway, ctx: Context, parent: Solution, plan_text: str, child_index: int, children: int,
-            tag: str, repair_attempts: int = 1, inspirations: list[Solution] = ()) -> Child:  # type: ignore[assignment]
-    prompt = executor_prompt(ctx, parent, plan_text, child_index, children, inspirations)
+            tag: str, repair_attempts: int = 1, inspirations: list[Solution] = (),  # type: ignore[assignment]
+            best: Solution | None = None) -> Child:
+    prompt = executor_prompt(ctx, parent, plan_text, child_index, children, inspirations, best)
     return _answered(gw, "executor", prompt, parent.files, tag, repair_attempts)
 
 
-def fix(gw: Gateway, ctx: Context, first_prompt: Prompt, child: Child, said: str, why: str, tag: str) -> Child:
+GRADED = "Your code was graded"
+GRADED_AS_ANOTHER = "Your code is, but for its spelling, the same program as another child's, graded once for both"
+
+
+def fix(gw: Gateway, ctx: Context, first_prompt: Prompt, child: Child, said: str, why: str, tag: str,
+        parent_files: dict[str, str], graded: str = GRADED) -> Child:
     """One fix turn (agent/search/fixes.py): the executor's first prompt, its last answer, the code
-    that answer made and what the grading said of it (`said`, under the run's protocol); edits
-    apply to that code."""
+    that answer made as a diff against the parent (whose code the prompt holds) and what the
+    grading said of it (`said`, under the run's protocol); edits apply to that code."""
     assert child.files is not None
-    turn = render("fix", why=why, verdict=said, child_code=code_block(child.files), edit_format_short=EDIT_FORMAT_SHORT)
+    diff = Candidate(files=child.files).diff(parent_files)
+    turn = render("fix", graded=graded, why=why, verdict=said, child_diff=f"```diff\n{diff.rstrip()}\n```" if diff.strip()
+                  else "(no change: the same code as the parent)", edit_format_short=EDIT_FORMAT_SHORT)
     prompt = first_prompt.then("\n\n# Your previous answer\n" + child.transcript[-1][1] + "\n\n" + turn)
     return _answered(gw, "executor", prompt, child.files, tag, repair_attempts=0)
+
+
+def resample(gw: Gateway, child: Child, parent_files: dict[str, str], duplicate_of: str, outcome: str, tag: str) -> Child:
+    """A child that is a program the search already has goes back once more instead of taking its
+    slot: the same first prompt, its answer, and which program it repeats; the new answer's edits
+    apply to the parent. Its transcript continues the first one's."""
+    assert child.prompt is not None
+    turn = render("duplicate", duplicate_of=duplicate_of, outcome=outcome, edit_format_short=EDIT_FORMAT_SHORT)
+    again = _answered(gw, "executor", child.prompt.then("\n\n# Your previous answer\n" + child.transcript[-1][1] + "\n\n" + turn),
+                      parent_files, tag, repair_attempts=0)
+    again.transcript = child.transcript + again.transcript
+    again.prompt = child.prompt
+    return again
 
 
 def _answered(gw: Gateway, role: str, prompt: Prompt, base: dict[str, str], tag: str, repair_attempts: int) -> Child:
@@ -218,6 +256,8 @@ def untrusted(c: Solution) -> bool:
 
 
 def default_lesson(c: Solution) -> str:
+    if c.status == "no_code":  # its detail is its lesson already (verdict_text names it no usable code)
+        return ""
     return untrusted_note(c) if untrusted(c) else f"{verdict_text(c, 'line')}."
 
 

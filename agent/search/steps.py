@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from concurrent.futures import Future
 from datetime import datetime, timezone
 from typing import Any
 
@@ -22,16 +23,16 @@ from agent.config import LoopConfig
 from agent.llm.bandit import gain
 from agent.llm.gateway import CAP_RAISED_LATER, BudgetExhausted, Gateway
 from agent.population.code_key import code_key
-from agent.population.database import PopulationConfig, Solution
+from agent.population.database import Population, PopulationConfig, Solution
 from agent.population.loongflow_format import loongflow_files
 from agent.rundir.schema import Event, flagged, journal_totals, reviews_of
 from agent.rundir.store import RunStore
-from agent.search import faults, roles
+from agent.search import faults, history, roles
 from agent.search.grading import Grading
 from agent.search.pipeline import GraderPool, Pipeline
 from agent.search.progress import Progress, best_entry
 from agent.search.fixes import STOP_RULES, child_id, solution_from, stop_rule
-from agent.search.proposal import Proposal, Work, propose
+from agent.search.proposal import Proposal, Turns, Work, propose
 from agent.search.state import RoundState, SearchState, Selection, rng_state
 from agent.search.utilization import Busy, Depth, one_line, utilization
 from evaluator.candidate import Candidate, candidate_hash
@@ -61,6 +62,7 @@ class Search:
         self.grader_busy, self.queue = Busy(), Depth()
         self.pool: GraderPool | None = None  # started by the first `launch`
         self.pipeline = Pipeline()
+        self.plans: dict[int, Future] = {}  # each launched round's plan, for the planners of the rounds after it
 
     @property
     def population(self):  # noqa: ANN201 - the state's population (set by `baseline` or `restore`)
@@ -154,6 +156,24 @@ class Search:
         best = self.population.best()
         self.grading.result_bar = best.fitness if best is not None else None
 
+    def plans_before(self, m: int) -> list[tuple[int, str, Future]]:
+        """The plans of the rounds selected before round m and not applied when it was selected
+        (m - pipeline_depth + 1 to m - 1): each still in flight here, or, after a resume, applied
+        since and read from the journal, so that round m's planner sees the same plans either way."""
+        out: list[tuple[int, str, Future]] = []
+        recorded: dict[int, dict[str, Any]] | None = None
+        for r in range(max(1, m - self.loop.pipeline_depth + 1), m):
+            if r in self.state.pending and r in self.plans:
+                out.append((r, self.state.pending[r].parent_id, self.plans[r]))
+                continue
+            if recorded is None:
+                recorded = {e["data"]["round"]: e["data"] for e in self.store.journal.events() if e["kind"] == Event.plan}
+            if r in recorded:
+                done: Future = Future()
+                done.set_result(recorded[r]["plan"])
+                out.append((r, recorded[r]["parent_id"], done))
+        return out
+
     def select_ahead(self, applied: int) -> None:
         """After round `applied`: the rounds up to applied + pipeline_depth are selected."""
         for m in range(applied + 1, min(applied + self.loop.pipeline_depth, self.loop.rounds) + 1):
@@ -162,8 +182,25 @@ class Search:
 
     def _propose(self, work: Work) -> Proposal:
         assert self.gw is not None and self.pool is not None
-        return propose(self.gw, self.ctx, work, self.pool.submit, use_planner=self.loop.use_planner,
-                       repair_attempts=self.loop.repair_attempts, fix_turns=self.loop.fix_turns)
+        turns = Turns(self.loop.repair_attempts, self.loop.fix_turns, tuple(self.loop.fix_on), self.loop.resample_duplicates)
+        return propose(self.gw, self.ctx, work, self.pool.submit, use_planner=self.loop.use_planner, turns=turns)
+
+    def work_for(self, sel: Selection) -> Work:
+        """A selection's solutions and what its prompts show of the search, resolved on the
+        search's thread from what the selection could know: the rounds applied when it was made
+        (round - pipeline_depth and before), and the plans of the rounds selected before it."""
+        pop, m, depth = self.population, sel.round, self.loop.pipeline_depth
+        parent = pop.get(sel.parent_id)
+        seen = history.applied_before(pop.all(), m, depth)
+        known = {code_key(s.files): (s.id, history.outcome(s)) for s in [pop.get("baseline"), *seen]
+                 if s.status != "no_code" and not s.duplicate_of}
+        known[code_key(parent.files)] = (parent.id, history.outcome(parent) if parent.round else "the unchanged baseline")
+        plan_out = self.plans.setdefault(m, Future())
+        before = self.plans_before(m) if self.loop.use_planner else []
+        return Work(sel, parent, inspirations_for(pop, parent, [pop.get(i) for i in sel.inspiration_ids]),
+                    [pop.get(i) for i in sel.failure_ids], pop.get(sel.best_id) if sel.best_id else None,
+                    history=history.table(seen, self.loop.history_rows), plans_before=before,
+                    plan_out=plan_out, known=known, baseline=self.baseline_files)
 
     # ------------------------------------------------------------------ steps
     def baseline(self, state: RoundState) -> RoundState:
@@ -200,9 +237,7 @@ class Search:
         self.select_ahead(state["round"] - 1)  # a checkpoint from before pipelining holds no selection
         for m, sel in sorted(self.state.pending.items()):
             if not self.pipeline.running(m):
-                pop = self.population
-                work = Work(sel, pop.get(sel.parent_id), [pop.get(i) for i in sel.inspiration_ids],
-                            [pop.get(i) for i in sel.failure_ids], pop.get(sel.best_id) if sel.best_id else None)
+                work = self.work_for(sel)
                 self.pipeline.start(m, lambda w=work: self._propose(w))
         return {}
 
@@ -319,6 +354,7 @@ class Search:
         stop = state.get("stop")
         if stop == CAP_RAISED_LATER:  # a replay past the cap a resume raised: on, as the resumed run went
             stop = None
+            self.propose_again()
         stop = stop or stop_rule(self.state.best_by_round, self.loop.patience, self.loop.target, self.loop.roofline_stop) or \
             ("rounds_done" if k >= self.loop.rounds else None)
         if not stop:
@@ -332,6 +368,19 @@ class Search:
         self.store.update_run(totals=self.totals(), rounds_done=k, utilization=u, suspects=self.suspects())
         self.children = []
         return {"stop": stop} if stop else {"round": k + 1, "stop": ""}  # the graph's state keeps a key until reset
+
+    def propose_again(self) -> None:
+        """A replay where the original stopped at the USD cap and a resume with a higher one went on:
+        the resume proposed the rounds then in flight anew (their plans, refused calls included), so
+        the replay drops their first proposals and `launch` starts them again, served the resume's
+        answers."""
+        for m in sorted(self.state.pending):
+            if self.pipeline.running(m):
+                try:
+                    self.pipeline.result(m)
+                except Exception:  # noqa: BLE001 - a proposal the resume did not keep
+                    pass
+                self.plans.pop(m, None)
 
     def stop_work(self) -> None:
         """No round will be applied any more: let the proposals in flight end, drop the queued
@@ -421,6 +470,18 @@ class Search:
         lines += ["", "## Best by round", ""] + [f"- round {b['round']}: {b['best_id']} {b['speedup']}" for b in self.state.best_by_round]
         lines += ["", "## Lessons on the pick", "", pick.lessons or "(none)"]
         return "\n".join(lines) + "\n"
+
+
+def inspirations_for(pop: Population, parent: Solution, chosen: list[Solution]) -> list[Solution]:
+    """The selection's inspirations as a planner can use them: not the parent's own ancestors (their
+    diff against it is only its own change undone) and the best first, so that what the budget
+    cuts is the least worth reading."""
+    line, at = set(), parent
+    while at.parent_id is not None and at.parent_id in pop and at.parent_id not in line:
+        line.add(at.parent_id)
+        at = pop.get(at.parent_id)
+    kept = [s for s in chosen if s.id not in line and s.id != parent.id]
+    return sorted(kept, key=lambda s: -(s.fitness or 0.0))
 
 
 def with_default_lessons(children: list[Solution]) -> tuple[list[Solution], dict[str, str]]:
