@@ -96,3 +96,18 @@ def loopback_unproxied(monkeypatch):
     """A proxy in the developer's environment must not swallow the scripted server's loopback traffic."""
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+
+
+def inside_module(name: str):
+    """One of the scripts that run inside gradings (evaluator/trust/inside/), imported here as the
+    sandbox imports it (its folder on sys.path): a fixture's generator."""
+    import importlib
+    import sys
+
+    from evaluator.trust.instrument import INSIDE
+
+    sys.path.insert(0, str(INSIDE))
+    try:
+        yield importlib.import_module(name)
+    finally:
+        sys.path.remove(str(INSIDE))

@@ -20,7 +20,7 @@ from agent.search.session import start_run
 from evaluator.scoring import DevFigure, benchmark_reward, dev_figure, loop_figures
 from evaluator.verdict import Verdict
 from tests.conftest import needs_root
-from tests.llm_server import Reply, Request, ScriptedLLMServer
+from tests.llm_server import Request, ScriptedLLMServer, scripted_search
 from tests.test_feedback_search import loop_package
 
 # the toy's loop in the benchmark's form, printing the dev reward and the best-so-far's as the
@@ -83,16 +83,13 @@ def anchored_package(root: Path, anchor: float) -> Path:
     return pkg
 
 
-def model(req: Request) -> Reply:
+def _child(n: int, user: str) -> str:
     """Round 1's child is 2.98x (the best), round 2's 2x: its feedback prints the best-so-far."""
-    user = req.messages[-1]["content"]
-    if "You are the summarizer" in user:
-        ids = re.findall(r"^## (r\d\d-c\d+):", user, re.M)
-        return Reply(text=json.dumps({"children": {i: "unrolled" for i in ids}, "memory": ["unrolling helps"]}))
-    if "You are the planner" in user:
-        return Reply(text="Unroll the loop.")
     code = V_TWO if "r01-c0" in user or "unrolling helps" in user else V_THREE
-    return Reply(text=f"toy/kernel.py\n```python\n{code}```\n")
+    return f"toy/kernel.py\n```python\n{code}```\n"
+
+
+model = scripted_search(_child, plan="Unroll the loop.", memory=("unrolling helps",))
 
 
 def search(root: Path, out: Path, cache_dir: Path) -> tuple[Path, list[Request]]:

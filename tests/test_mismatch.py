@@ -5,8 +5,6 @@ baseline get no comparison, and the grading's figures and status are the same wi
 
 from __future__ import annotations
 
-import importlib
-import sys
 
 import numpy as np
 import pytest
@@ -15,9 +13,8 @@ from evaluator import mismatch
 from evaluator.candidate import CandidateSource
 from evaluator.config import EvaluatorConfig, LocalConfig
 from evaluator.evaluation import Evaluator
-from evaluator.trust.instrument import INSIDE
 from evaluator.verdict import Status
-from tests.conftest import FIXTURES, REPO, needs_root
+from tests.conftest import FIXTURES, REPO, inside_module, needs_root
 
 KERNEL = "toy/kernel.py"
 OFF_BY_SEVEN = "def sum_squares(n):\n    return sum(i * i for i in range(n)) + 7\n"
@@ -26,11 +23,7 @@ FAST = "def sum_squares(n):\n    n -= 1\n    return n * (n + 1) * (2 * n + 1) //
 
 @pytest.fixture(scope="module")
 def inside():
-    sys.path.insert(0, str(INSIDE))
-    try:
-        yield importlib.import_module("pesflow_mismatch")
-    finally:
-        sys.path.remove(str(INSIDE))
+    yield from inside_module("pesflow_mismatch")
 
 
 def test_an_array_off_by_a_known_amount_names_the_error_the_index_and_the_share(inside):

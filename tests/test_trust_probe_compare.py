@@ -5,22 +5,16 @@ the H200 called the oracle of kfc/mamba-zoh-discretize `unsynchronized_work` (re
 
 from __future__ import annotations
 
-import importlib
-import sys
 
 import numpy as np
 import pytest
 
-from evaluator.trust.instrument import INSIDE
+from tests.conftest import inside_module
 
 
 @pytest.fixture(scope="module")
 def probe():
-    sys.path.insert(0, str(INSIDE))
-    try:
-        yield importlib.import_module("pesflow_probe")
-    finally:
-        sys.path.remove(str(INSIDE))
+    yield from inside_module("pesflow_probe")
 
 
 N = 2244  # 1 x 33 x 17 x 4: that package's correctness shape; 2244 * (1 / 2244) < 1 in doubles
