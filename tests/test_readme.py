@@ -307,7 +307,7 @@ def test_a_layout_missing_a_module_or_a_directory_fails():
     assert more(README, new_dir, top) == ["Layout has no entry for evaluator/novel/ (modules thing.py)"]
     gone = {**dirs, "agent/": [m for m in dirs["agent/"] if m != "extras.py"]}
     assert more(README, gone, top) == ["Layout's agent/ entry names extras.py, which agent/ does not hold"]
-    assert more(README, dirs, top | {"docs"}) == ["Layout has no entry for docs"]
+    assert more(README, dirs, top | {"notes"}) == ["Layout has no entry for notes"]
     # a module named only in prose (not as name.py) does not count
     prose = README.replace("supervise.py the grading's init", "supervise the grading's init")
     assert more(prose, dirs, top) == ["Layout's evaluator/ entry does not name supervise.py"]
