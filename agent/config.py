@@ -98,7 +98,8 @@ class LoopConfig(_Strict):
 
 
 class SearchConfig(_Strict):
-    # what the model is shown of each grading (agent/search/prompts.py; README "What the model sees")
+    # what the model is shown of each grading: names a protocol of agent/search/protocol.py, whose
+    # default this is (README "What the model sees")
     feedback: Literal["benchmark", "engineer"] = "engineer"
 
 

@@ -315,6 +315,7 @@ def _distinct_lines(text: dict[str, str] | str, reference: dict[str, str]) -> li
 def check(tasks_root: str, tasks: list[str], cache: Path) -> None:
     from agent.search.fixes import solution_from
     from agent.search.prompts import verdict_text
+    from agent.search.protocol import ENGINEER
     from evaluator.candidate import CandidateSource
     from evaluator.config import EvaluatorConfig, LocalConfig
     from evaluator.evaluation import Evaluator
@@ -328,7 +329,7 @@ def check(tasks_root: str, tasks: list[str], cache: Path) -> None:
             for rung, files in ladder.items():
                 t0 = time.monotonic()
                 v = ev.evaluate(task, candidate=CandidateSource(files=files), grader="dev", loop={"count": 1, "best": None})
-                shown = verdict_text(solution_from(v, id="r01-c0", parent_id=None, round=1, island=0, files=files, content_hash="x"), "engineer")
+                shown = verdict_text(solution_from(v, id="r01-c0", parent_id=None, round=1, island=0, files=files, content_hash="x"), ENGINEER)
                 print(f"== {name} {rung}: {v.status.value} speedup={v.speedup} dev={v.dev and v.dev.value} "
                       f"({time.monotonic() - t0:.1f} s)")
                 print(shown)

@@ -1,9 +1,9 @@
 """What a grading's broken limits mean, for every backend alike (issue 41): local, docker and Modal
-fill a GradingReport with what they saw (the grader's exit, its times, what it wrote, an OOM kill
-with the grading's peak, limits a mechanism saw broken, processes left running, signals); one
-function, grading_result, turns it into the GradeRun the evaluator reads, so one candidate gets
-one verdict and one wording wherever it is graded (Ray grades with the local or docker backend on
-its node, so the same function decides there).
+fill a GradingReport (evaluator/grading_records.py) with what they saw (the grader's exit, its
+times, what it wrote, an OOM kill with the grading's peak, limits a mechanism saw broken, processes
+left running, signals); one function, grading_result, turns it into the GradeRun the evaluator
+reads, so one candidate gets one verdict and one wording wherever it is graded (Ray grades with the
+local or docker backend on its node, so the same function decides there).
 
 - A broken limit is the candidate's failure: its reason first among the grader's own, reward 0.
 - An out-of-memory kill is the machine's, not the candidate's, when the grading's peak stayed
@@ -15,10 +15,9 @@ its node, so the same function decides there).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-from evaluator.backends.base import GradeRun
+from evaluator.grading_records import GradeRun, GradingReport
 from evaluator.limits import DISK_QUOTA, OUT_OF_MEMORY, OUTPUT_LIMIT, TOO_MANY_PROCESSES, machine_oom
 
 BACKGROUND_PROCESS = "background_process"
@@ -62,33 +61,6 @@ def machine_oom_error(peak_bytes: int | None, limit_mb: int | None) -> str:
 def stray_reasons(strays: list[str], policy: str) -> list[str]:
     """A process left running past the grader: a failure under `fail`, nothing under `kill`."""
     return [BACKGROUND_PROCESS] if strays and policy == "fail" else []
-
-
-@dataclass
-class GradingReport:
-    """What a backend saw of one grading, before any policy: the figures, never a decision."""
-
-    returncode: int
-    output: str
-    seconds: float  # the whole grading's wall time, as the backend measured it
-    reward: dict[str, Any] | None = None  # what the grading wrote: its verdict file, parsed (None: none)
-    timed_out: bool = False  # stopped at the grading's timeout
-    grader_seconds: float | None = None  # the grader's own run time, measured inside the sandbox
-    breaches: list[str] = field(default_factory=list)  # limits a mechanism saw broken (refused forks, a full disk...)
-    oom_killed: bool = False  # the kernel's OOM killer acted on the grading's memory group
-    memory_peak_bytes: int | None = None  # the group's peak, the OOM kill's evidence (None: unknown)
-    strays: list[str] = field(default_factory=list)  # "pid:name" of processes that outlived the grader
-    signalled: bool = False  # something in the grading signalled the sandbox's init
-    forged: bool = False  # a result file changed after the grader returned
-    memory_mb: int | None = None  # the limits enforced, for the verdict's wording
-    pids: int | None = None
-    disk_mb: int | None = None
-    output_mb: int | None = None
-    infra_error: str | None = None  # the backend's own failure (setup, a dead container): not the candidate's
-    fault: str | None = None  # the machine's software failed under the grader (a stand-in's missing module)
-    notes: list[str] = field(default_factory=list)
-    trust_events: list[dict[str, Any]] = field(default_factory=list)
-    trust_socket: bool = False
 
 
 def grading_result(report: GradingReport, stray_policy: str) -> GradeRun:

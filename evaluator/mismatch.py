@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from evaluator.backends.base import GradeRun
+from evaluator.grading_records import GradeRun
 from evaluator.trust import instrument, runtime
 from evaluator.trust.inside import pesflow_probe_values as values  # the one tolerance, the sandbox's too
 from evaluator.trust.probe_run import Prober, read_json, scope_key

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from agent.population.database import Solution
 from agent.search.prompts import verdict_text
+from agent.search.protocol import BENCHMARK, ENGINEER, LINE
 from evaluator.feedback import candidate_diagnostics, dev_details, loop_env
 
 SCOPE = ["toy/kernel.py", "csrc/*.cu"]
@@ -117,19 +120,36 @@ def _sol(**k) -> Solution:
 def test_benchmark_shows_the_package_s_lines_alone_engineer_adds_what_an_engineer_reads():
     lines = "submission 2/16\ncorrectness: FAIL\nfailing_invariant: output_matches_reference"
     s = _sol(feedback=lines, diagnostics=["RuntimeError: K9Q"], dev_details=["failed check dev_1: RuntimeError: K9Q"])
-    bench = verdict_text(s, "benchmark")
+    bench = verdict_text(s, BENCHMARK)
     assert bench == "the package's feedback:\n    submission 2/16\n    correctness: FAIL\n    failing_invariant: output_matches_reference"
-    eng = verdict_text(s, "engineer")
+    eng = verdict_text(s, ENGINEER)
     assert eng.startswith("FAILED (hard_fail): correctness_failed; 3/5 correctness cases passed\n")
     assert lines.splitlines()[2] in eng and "K9Q" in eng and "the dev engine's details" in eng
     # no package lines (a hidden grading, a package without a loop): pesflow's one line under either
     bare = _sol()
-    assert verdict_text(bare, "benchmark") == verdict_text(bare, "engineer") == verdict_text(bare, "line")
+    assert verdict_text(bare, BENCHMARK) == verdict_text(bare, ENGINEER) == verdict_text(bare, LINE)
     # a grading whose figures do not count is said by why, whatever the protocol
     flagged = _sol(status="ok", hard_fail_reasons=[], speedup=9.0, feedback=lines,
                    trust={"suspect": True, "reasons": ["timer_replaced: perf_counter"], "families": ["timer_replaced"]})
-    assert "NOT COUNTED" in verdict_text(flagged, "benchmark") and "9.0" not in verdict_text(flagged, "benchmark")
+    assert "NOT COUNTED" in verdict_text(flagged, BENCHMARK) and "9.0" not in verdict_text(flagged, BENCHMARK)
 
+
+
+def test_a_run_s_protocol_is_the_one_its_config_names_and_line_is_no_run_s():
+    """search.feedback's names (run.json keeps them) choose the protocol objects; the one default
+    is the config's; `line` is a protocol lessons quote, not a choice."""
+    from typing import get_args
+
+    from agent.config import SearchConfig, load_config
+    from agent.search.protocol import DEFAULT, PROTOCOLS, named
+    from agent.search.roles import Context
+
+    choices = get_args(SearchConfig.model_fields["feedback"].annotation)
+    assert set(choices) == set(PROTOCOLS) - {"line"} and all(named(c).name == c for c in choices)
+    assert DEFAULT is named(SearchConfig().feedback) is named(load_config().search.feedback)
+    assert Context(instruction="i", title="t", scope=[]).protocol is DEFAULT
+    with pytest.raises(ValueError, match="unknown feedback protocol"):
+        named("verbose")
 
 def test_stop_rules_read_the_best_of_each_round():
     from agent.search.fixes import stop_rule

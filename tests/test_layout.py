@@ -1,5 +1,6 @@
 """The shape README's Architecture section promises: no import circle among pesflow's modules,
-no module over 500 lines, no import inside a function except to defer an optional dependency."""
+no import up its layers (LAYERS), no module over 500 lines, no import inside a function except to
+defer an optional dependency."""
 
 from __future__ import annotations
 
@@ -99,3 +100,87 @@ def test_imports_inside_functions_only_defer_optional_dependencies():
                 if not any(word in reason for word in (*DEFERRED, "optional", "extra", "slow to import")):
                     local.append(f"{path.relative_to(REPO)}:{node.lineno} {line.strip()}")
     assert local == []
+
+
+# The layers, lowest first (issue 50): a module imports from its own layer or a lower one, never a
+# higher one, and no two units import each other, however indirectly. A unit is a package below
+# agent/ or evaluator/ (agent.search, evaluator.backends with its own subpackages) or a module there
+# (evaluator.task); the roots' own __init__ hold nothing and count as no unit.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("evaluator.grading_records",),  # records only: what a grading is asked, what a backend saw, what it gave
+    ("evaluator.config", "evaluator.benchmark", "evaluator.feedback", "evaluator.task", "evaluator.catalog",
+     "evaluator.candidate", "evaluator.modes", "evaluator.scoring", "evaluator.hardware", "evaluator.device",
+     "evaluator.ceilings", "evaluator.dockerfile", "evaluator.isolation", "evaluator.limits", "evaluator.sandbox",
+     "evaluator.supervise"),  # the package, its settings, the machine and the sandbox
+    ("evaluator.trust", "evaluator.grading_policy", "evaluator.mismatch", "evaluator.verdict",
+     "evaluator.profile"),  # what a grading's records mean
+    ("evaluator.backends",),  # where gradings run
+    ("evaluator.parallel",),  # the workers in front of a backend
+    ("evaluator.evaluation",),  # one candidate -> one verdict
+    ("evaluator.calibrate", "evaluator.package_check"),  # commands' work over the evaluator
+    ("agent.busy", "agent.extras", "agent.rundir", "agent.population"),  # counters, extras, the run directory, members
+    ("agent.config",),  # the configuration, merged and typed
+    ("agent.llm",),  # model calls, journaled
+    ("agent.search",),  # the search, over the model and the evaluator
+    ("agent.readers", "agent.experiments"),  # what reads runs, what runs many
+    ("agent.cliargs", "agent.cli"),  # the command
+)
+# (importer, imported) modules allowed upward for now, each with why; none today.
+UPWARD_EXCEPTIONS: dict[tuple[str, str], str] = {}
+
+
+def unit(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def reaches(edges: dict[str, set[str]], start: str, goal: str) -> bool:
+    seen, todo = {start}, [start]
+    while todo:
+        for nxt in edges.get(todo.pop(), ()):
+            if nxt == goal:
+                return True
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return False
+
+
+def upward(graph: dict[str, set[str]], layers: tuple[tuple[str, ...], ...],
+           allowed: dict[tuple[str, str], str]) -> list[str]:
+    """Every import that goes up a layer or closes a circle between units, one line each; and
+    every unit no layer places (a new package must be given its place)."""
+    rank = {u: i for i, layer in enumerate(layers) for u in layer}
+    crossing = sorted((m, t) for m, ts in graph.items() for t in ts
+                      if unit(m) != unit(t) and m not in PACKAGES and t not in PACKAGES)
+    edges: dict[str, set[str]] = {}
+    for m, t in crossing:
+        edges.setdefault(unit(m), set()).add(unit(t))
+    found = [f"{u} is in no layer" for u in sorted({unit(m) for m in graph if m not in PACKAGES} - set(rank))]
+    for m, t in crossing:
+        a, b = unit(m), unit(t)
+        if (m, t) in allowed or a not in rank or b not in rank:
+            continue
+        if rank[b] > rank[a]:
+            found.append(f"{m} -> {t}: {a} is below {b}")
+        elif rank[b] == rank[a] and reaches(edges, b, a):  # across layers a circle has an upward import, named above
+            found.append(f"{m} -> {t}: {b} imports {a} back")
+    return found
+
+
+def test_the_checker_finds_an_upward_import():
+    layers = (("evaluator.low",), ("evaluator.mid", "evaluator.side"), ("evaluator.high",))
+    graph = {"evaluator.low": {"evaluator.high"}, "evaluator.mid": {"evaluator.side.x"}, "evaluator.side.x": {"evaluator.mid"},
+             "evaluator.high": {"evaluator.low", "evaluator"}, "evaluator.new": set(), "evaluator": set()}
+    assert upward(graph, layers, {}) == [
+        "evaluator.new is in no layer",
+        "evaluator.low -> evaluator.high: evaluator.low is below evaluator.high",
+        "evaluator.mid -> evaluator.side.x: evaluator.side imports evaluator.mid back",
+        "evaluator.side.x -> evaluator.mid: evaluator.mid imports evaluator.side back"]
+    assert upward(graph, layers, {("evaluator.low", "evaluator.high"): "why", ("evaluator.mid", "evaluator.side.x"): "why",
+                                  ("evaluator.side.x", "evaluator.mid"): "why"}) == ["evaluator.new is in no layer"]
+
+
+def test_no_upward_import_in_agent_or_evaluator():
+    graph = import_graph()
+    assert graph["agent.llm.gateway"] and graph["evaluator.grading_policy"]  # the graph is real
+    assert upward(graph, LAYERS, UPWARD_EXCEPTIONS) == []

@@ -112,16 +112,17 @@ def test_torch_profiler_s_path_counts_the_call_s_bytes_and_flops():
 def test_the_planner_sees_the_parent_s_and_the_best_s_profile_and_benchmark_sees_neither():
     from agent.population.database import Solution
     from agent.search import roles
+    from agent.search.protocol import BENCHMARK, ENGINEER
 
     def sol(i, limiter):
         return Solution(id=i, parent_id=None, island=0, round=1, files={"k.py": "x = 1\n"}, content_hash=i, status="ok",
                         profile={"limiter": limiter, "lines": [f"limiter: {limiter} (why)"]})
     parent, best = sol("r01-c0", "python"), sol("r02-c1", "native")
-    ctx = roles.Context(instruction="Make it fast.", title="t", scope=["k.py"], feedback="engineer")
+    ctx = roles.Context(instruction="Make it fast.", title="t", scope=["k.py"], protocol=ENGINEER)
     prompt = roles.planner_prompt(ctx, parent, [], [], [], best)
     assert "r01-c0:\n    limiter: python (why)" in prompt and "r02-c1 (the best so far):\n    limiter: native (why)" in prompt
     assert "limiter: python" in roles.executor_prompt(ctx, parent, "plan", 0, 1) and "limiter: native" not in roles.executor_prompt(ctx, parent, "plan", 0, 1)
-    ctx.feedback = "benchmark"
+    ctx.protocol = BENCHMARK
     assert "Where the time goes" not in roles.planner_prompt(ctx, parent, [], [], [], best)
 
 

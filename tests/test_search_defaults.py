@@ -19,6 +19,7 @@ from agent.population.database import Solution
 from agent.search import history
 from agent.search.fixes import needs_fix
 from agent.search.prompts import verdict_text
+from agent.search.protocol import ENGINEER, LINE
 from agent.search.roles import Context, default_lesson, executor_prompt
 from agent.search.session import replay_run, start_run
 from agent.search.steps import inspirations_for
@@ -132,13 +133,13 @@ def test_the_history_table_says_each_attempt_against_its_parent_newest_first():
 
 def test_an_anchor_gate_is_never_named_to_a_model():
     s = _sol("r01-c0", "baseline", 1, status="hard_fail", hard_fail_reasons=["speedup_not_above_anchor", "correctness_failed"])
-    said = verdict_text(s, "line") + history.outcome(s)
+    said = verdict_text(s, LINE) + history.outcome(s)
     assert "anchor" not in said and "correctness_failed" in said
     from evaluator.trust.findings import AT_REWARD_CAP, Trust
 
     held = Trust(needs_review=True, reasons=[f"{AT_REWARD_CAP}: 7.0 >= 6.25"])
     for trust in (held, held.model_copy(update={"review": {"decision": "reject", "why": "unsure"}})):
-        words = verdict_text(_sol("r02-c0", "r01-c0", 2, speedup=7.0, trust=trust), "engineer")
+        words = verdict_text(_sol("r02-c0", "r01-c0", 2, speedup=7.0, trust=trust), ENGINEER)
         assert "cap" not in words and "6.25" not in words, words
     assert "held for a person's review" in words and "7.0" not in words
 
@@ -169,7 +170,7 @@ def test_a_child_without_code_says_so_once():
     s = _sol("r01-c1", "baseline", 1, status="no_code", lessons="the SEARCH text was not found")
     assert default_lesson(s) == ""
     lesson = f"{default_lesson(s)} {s.lessons}".strip()
-    said = verdict_text(s.model_copy(update={"lessons": "no usable code: " + lesson}), "engineer")
+    said = verdict_text(s.model_copy(update={"lessons": "no usable code: " + lesson}), ENGINEER)
     assert said == "no usable code: the SEARCH text was not found"
 
 

@@ -31,6 +31,7 @@ from agent.rundir import journal
 from agent.search import roles
 from agent.search.grading import Grading
 from agent.search.prompts import verdict_text
+from agent.search.protocol import BENCHMARK
 from agent.search.session import start_run
 from evaluator.evaluation import Evaluator
 from evaluator.trust.findings import FAMILIES, Finding, Trust, is_result
@@ -176,7 +177,7 @@ def test_one_awaiting_review_follows_the_one_rule():
     pop.add(sol("too-good", 999.0, REVIEW))
     counts = is_result(REVIEW)
     assert (pop.get("too-good").fitness == 999.0) is counts and (pop.best().id == "too-good") is counts
-    text = verdict_text(pop.get("too-good"))
+    text = verdict_text(pop.get("too-good"), BENCHMARK)
     assert "2.718" not in text and ("999" in text) is counts  # the evidence holds the reference's figure: never said
 
 
@@ -215,9 +216,9 @@ def test_prompts_show_no_forged_figure_and_the_lesson_names_the_family():
     pop = exploit_population()
     honest, cheat = pop.get("honest"), pop.get("cheat")
     too_good = sol("too-good", 999.0, REVIEW.model_copy(update={"review": {"decision": "reject", "why": "no", "at": "t"}}))
-    text = verdict_text(cheat)
+    text = verdict_text(cheat, BENCHMARK)
     assert "1234" not in text and "NOT COUNTED" in text and FAMILIES["timer_replaced"] in text and "perf_counter" in text
-    review = verdict_text(too_good)
+    review = verdict_text(too_good, BENCHMARK)
     assert "999" not in review and "1234" not in review and "2.718" not in review and "implausible_speedup" in review
     ctx = roles.Context(instruction="Make sum_squares fast. " * 400, title="toy", scope=["toy/kernel.py"])
     planner = roles.planner_prompt(ctx, honest, [], [cheat, too_good], [])

@@ -16,13 +16,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from agent.busy import Busy
 from agent.rundir.journal import Journal
 from agent.rundir.schema import Event
 from agent.llm import LLMClient, LLMError, LLMRequest, Message
 from agent.llm.bandit import ModelBandit
 from agent.llm.leak_guard import LeakGuard, Screened
 from agent.llm.types import FATAL_KINDS
-from agent.search.utilization import Busy
 
 
 CAP_RAISED_LATER = "budget_raised_later"

@@ -21,7 +21,7 @@ from evaluator.task import Task
 from evaluator.verdict import Status, Verdict
 
 
-PROFILED = ("", "baseline")  # the labels whose dev gradings carry a profile (search.feedback engineer)
+PROFILED = ("", "baseline")  # the labels whose dev gradings carry a profile (a protocol that shows profiles)
 
 
 class RecordedVerdicts:
@@ -79,8 +79,9 @@ class Grading:
         # (evaluator/feedback.py)
         self.dev_submissions = 0
         self.dev_best: dict[str, Any] | None = None
-        # search.feedback engineer: dev gradings profile their candidate, set against these
-        # machine facts (evaluator/ceilings.py; {} where none are known); None: no profile
+        # where the run's protocol shows profiles (agent/search/protocol.py): dev gradings profile
+        # their candidate, set against these machine facts (evaluator/ceilings.py; {} where none
+        # are known); None: no profile
         self.profile_facts: dict[str, Any] | None = None
         self._loop_lock = threading.Lock()
         # the search's best figure so far, as the search last set it: a child's correct grading at

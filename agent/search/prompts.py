@@ -14,6 +14,7 @@ from pathlib import Path
 from string import Template
 
 from agent.population.database import Solution
+from agent.search.protocol import Protocol
 from evaluator.trust.findings import AT_REWARD_CAP, FAMILIES, REVIEW, REVIEWS, Trust
 
 PROMPTS = Path(__file__).resolve().parents[2] / "prompts"
@@ -89,31 +90,28 @@ def untrusted_note(sol: Solution) -> str:
     return f"NOT COUNTED, {what}: {trust_words(sol.trust)}. Do not repeat this; it is detected every time."
 
 
-def verdict_text(sol: Solution, protocol: str = "benchmark") -> str:
+def verdict_text(sol: Solution, protocol: Protocol) -> str:
     """What the model may know of a verdict: no reward, no anchor, no figure of a grading that does
-    not count. `protocol` (search.feedback, or "line": pesflow's one line alone): benchmark shows a dev grading as the package's own loop
-    printed it, and nothing more (pesflow's one line where the package has no loop feedback or the
-    grading's figures do not count); engineer shows pesflow's line, the package's lines, the dev
-    engine's failed checks and per-workload figures, and the candidate's own errors."""
+    not count; beyond pesflow's one line, what `protocol` (agent/search/protocol.py) shows: under
+    benchmark a dev grading as the package's own loop printed it, and nothing more (pesflow's one
+    line where the package has no loop feedback or the grading's figures do not count); under
+    engineer pesflow's line, the package's lines, the dev engine's failed checks and per-workload
+    figures, the mismatch, and the candidate's own errors."""
     tests = f"{sol.tests_passed}/{sol.tests_total} correctness cases passed" if sol.tests_total else ""
     if sol.status == "no_code":
         said = sol.lessons.removeprefix(NO_CODE).strip() if sol.lessons else ""
         return NO_CODE + (said or "the answer had no applicable edit")
     same = f"identical to {sol.duplicate_of} (not graded again); " if sol.duplicate_of else ""
-    if protocol == "line":
-        return same + verdict_text_core(sol, tests)
-    if protocol == "benchmark":
-        if sol.feedback and sol.is_result:
-            return same + "the package's feedback:\n" + _indented(sol.feedback)
-        return same + verdict_text_core(sol, tests)
+    if protocol.loop_lines == "instead" and sol.feedback and sol.is_result:
+        return same + "the package's feedback:\n" + _indented(sol.feedback)
     parts = [same + verdict_text_core(sol, tests)]
-    if sol.feedback:
+    if protocol.loop_lines == "after" and sol.feedback:
         parts.append("the package's feedback:\n" + _indented(sol.feedback))
-    if sol.dev_details:
+    if protocol.dev_details and sol.dev_details:
         parts.append("the dev engine's details:\n" + _indented("\n".join(sol.dev_details)))
-    if sol.mismatch:
+    if protocol.mismatch and sol.mismatch:
         parts.append("how its answer differs from the frozen baseline's (pesflow's own comparison):\n" + _indented("\n".join(sol.mismatch)))
-    if sol.diagnostics:
+    if protocol.diagnostics and sol.diagnostics:
         parts.append("its own errors, from the grader's output:\n" + _indented("\n".join(sol.diagnostics)))
     return "\n".join(parts)
 

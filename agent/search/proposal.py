@@ -144,7 +144,7 @@ def propose(gw: Gateway, ctx: roles.Context, work: Work, submit: Submit, *, use_
                             round=k, files=last.files, content_hash=v.candidate_hash or "")
         # the pool grades a program once: a sibling's other spelling of it got this very grading
         own = not work.baseline or not v.candidate_hash or candidate_hash(last.files, work.baseline) == v.candidate_hash
-        return why, verdict_text(sol, ctx.feedback), roles.GRADED if own else roles.GRADED_AS_ANOTHER
+        return why, verdict_text(sol, ctx.protocol), roles.GRADED if own else roles.GRADED_AS_ANOTHER
 
     done = in_parallel([lambda i=i: one(i) for i in range(n)])
     for i, made in enumerate(done):

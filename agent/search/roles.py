@@ -14,6 +14,7 @@ from agent.llm.gateway import Gateway
 from agent.population.database import Solution
 from agent.search.edits import EDIT_FORMAT_HELP, extract_and_apply, format_failures
 from agent.search.prompts import Prompt, code_block, render, untrusted_note, variant, verdict_text
+from agent.search.protocol import DEFAULT, LINE, Protocol
 from evaluator.candidate import Candidate
 
 SYSTEM = "You are part of pesflow, an evolutionary search for faster, exactly correct kernels and systems code."
@@ -42,8 +43,8 @@ class Context:
     inspiration_chars: int = 6000
     context_share: float = 0.25
     whole_files_only: bool = False
-    feedback: str = "engineer"  # search.feedback: what verdicts show (prompts.verdict_text)
-    machine: str = ""  # engineer: the grading machine and its ceilings (evaluator/ceilings.py), as a prompt section
+    protocol: Protocol = DEFAULT  # search.feedback: what verdicts and sections show (agent/search/protocol.py)
+    machine: str = ""  # the grading machine and its ceilings (evaluator/ceilings.py), as a prompt section, where the protocol shows it
 
 
 def fit(items: list[str], budget: int, joiner: str = "\n") -> str:
@@ -66,8 +67,8 @@ def fit(items: list[str], budget: int, joiner: str = "\n") -> str:
 
 def profile_section(ctx: Context, parent: Solution, best: Solution | None = None) -> str:
     """Where the parent's time goes and what limits it, and the best's where it is another
-    program (engineer only: evaluator/profile.py's lines, made when each was graded)."""
-    if ctx.feedback != "engineer":
+    program, where the protocol shows profiles (evaluator/profile.py's lines, made when each was graded)."""
+    if not ctx.protocol.profiles:
         return ""
     parts = [f"{s.id}{' (the best so far)' if s is best else ''}:\n" + "\n".join("    " + ln for ln in s.profile["lines"])
              for s in (parent, best) if s is not None and s.profile.get("lines")]
@@ -79,7 +80,7 @@ def _inspiration(ctx: Context, s: Solution, parent: Solution) -> str:
     worth reading."""
     diff = Candidate(files=s.files).diff(parent.files)
     body = f"```diff\n{diff[: ctx.inspiration_chars]}\n```" if diff.strip() else "(the same code as the parent)"
-    return f"## {s.id}: {verdict_text(s, ctx.feedback)}\n{(s.lessons or '')[: ctx.lesson_chars]}\n{body}"
+    return f"## {s.id}: {verdict_text(s, ctx.protocol)}\n{(s.lessons or '')[: ctx.lesson_chars]}\n{body}"
 
 
 # ---------------------------------------------------------------- planner
@@ -100,7 +101,7 @@ def planner_prompt(ctx: Context, parent: Solution, inspirations: list[Solution],
     of the rest of the prompt, so that the prompt of round 16 is about the size of round 1's
     instead of growing with the population; the plans in flight are few and always shown."""
     shared = shared_parts(ctx, parent)
-    fixed = dict(parent_id=parent.id, parent_verdict=verdict_text(parent, ctx.feedback),
+    fixed = dict(parent_id=parent.id, parent_verdict=verdict_text(parent, ctx.protocol),
                  parent_lessons=(parent.lessons or "(none)")[: ctx.lesson_chars], profile=profile_section(ctx, parent, best),
                  in_flight=in_flight or "(none)")
     # the profile is paid for from the gathered context's budget, not added to it
@@ -108,7 +109,7 @@ def planner_prompt(ctx: Context, parent: Solution, inspirations: list[Solution],
     budget = int(ctx.context_share * (len(empty) + sum(map(len, shared)))) - len(fixed["profile"])
     hist = fit(history.splitlines(), max(int(0.25 * budget), MIN_HISTORY))
     mem = fit([f"- {m}" for m in memory], int(0.25 * budget))
-    fails = fit([f"- {s.id}: {verdict_text(s, ctx.feedback)}. {(s.lessons or '')[:200]}" for s in failures],
+    fails = fit([f"- {s.id}: {verdict_text(s, ctx.protocol)}. {(s.lessons or '')[:200]}" for s in failures],
                 max(int(0.2 * budget), MIN_FAILURES))  # a failure's feedback is what fixes the next child
     rest = budget - len(hist) - len(mem) - len(fails)
     insp = fit([_inspiration(ctx, s, parent) for s in inspirations], max(rest, budget // 2), "\n\n")
@@ -141,10 +142,11 @@ class Child:
 
 def parent_grading(ctx: Context, parent: Solution, best: Solution | None = None) -> str:
     """What the executor is shown of its parent's grading (its figures per workload among them,
-    under engineer), and the best's per-workload figures where the best is another program."""
-    said = verdict_text(parent, ctx.feedback)
+    where the protocol shows the dev engine's details), and the best's per-workload figures where the
+    best is another program."""
+    said = verdict_text(parent, ctx.protocol)
     loads = [ln for ln in (best.dev_details if best is not None and best is not parent else []) if ln.startswith("workload ")]
-    if ctx.feedback == "engineer" and loads:
+    if ctx.protocol.dev_details and loads:
         said += f"\nthe best so far ({best.id}), per workload:\n" + "\n".join("    " + ln for ln in loads)
     return said
 
@@ -232,8 +234,8 @@ def summarizer_prompt(ctx: Context, round_: int, parent: Solution, plan_text: st
         diff = diffs.get(c.id, "")
         if len(diff) > 3000:
             diff = diff[:3000] + "\n... (cut)"
-        parts.append(f"## {c.id}: {verdict_text(c, ctx.feedback)}\n```diff\n{diff or '(no change)'}\n```")
-    return Prompt(shared_parts(ctx, parent) + [render("summarizer", round=round_, parent_id=parent.id, parent_verdict=verdict_text(parent, ctx.feedback),
+        parts.append(f"## {c.id}: {verdict_text(c, ctx.protocol)}\n```diff\n{diff or '(no change)'}\n```")
+    return Prompt(shared_parts(ctx, parent) + [render("summarizer", round=round_, parent_id=parent.id, parent_verdict=verdict_text(parent, ctx.protocol),
                   plan=plan_text[:1500], children="\n\n".join(parts) or "(no children)",
                   memory="\n".join(f"- {m}" for m in ctx.memory) or "(nothing yet)",
                   memory_items=ctx.memory_items, lesson_chars=ctx.lesson_chars)])
@@ -258,7 +260,7 @@ def untrusted(c: Solution) -> bool:
 def default_lesson(c: Solution) -> str:
     if c.status == "no_code":  # its detail is its lesson already (verdict_text names it no usable code)
         return ""
-    return untrusted_note(c) if untrusted(c) else f"{verdict_text(c, 'line')}."
+    return untrusted_note(c) if untrusted(c) else f"{verdict_text(c, LINE)}."
 
 
 def summarize(gw: Gateway, ctx: Context, round_: int, parent: Solution, plan_text: str, children: list[Solution],

@@ -31,6 +31,7 @@ from agent.rundir.store import RunDirError, RunStore
 from agent.search import graph
 from agent.search.grading import RecordedVerdicts
 from agent.search.progress import Progress
+from agent.search.protocol import Protocol, named
 from agent.search.steps import Search
 from evaluator.backends.base import InfraError
 from evaluator import ceilings
@@ -198,28 +199,30 @@ def assemble(cfg: Config, task: Task, store: RunStore, roots: list[str], clients
                           temperature=cfg.llm.temperature, top_p=cfg.llm.top_p,
                           recorded=Recorded(list(events)) if events else None, offline=offline, learned=list(learned),
                           models=cfg.llm.models, explore=cfg.llm.bandit_explore, history=list(events))
+    shown = named(cfg.search.feedback)  # the run's protocol, chosen here once
     search = Search(cfg.loop, cfg.population, cfg.evaluator.grader, task, ev, store, gateway, progress=progress,
-                    feedback=cfg.search.feedback)
+                    protocol=shown)
     search.grading.recorded = RecordedVerdicts(list(events))
     search.grading.count_recorded(list(events))
-    facts = machine_facts(cfg, task)
-    search.ctx.machine = machine_section(cfg, facts) if machine is None else machine
-    search.grading.profile_facts = (facts or {}) if cfg.search.feedback == "engineer" else None
+    facts = machine_facts(cfg, shown, task)
+    search.ctx.machine = machine_section(cfg, shown, facts) if machine is None else machine
+    search.grading.profile_facts = (facts or {}) if shown.profiles else None
     store.update_run(machine=search.ctx.machine)
     return Session(search, ev, progress, store)
 
 
-def machine_facts(cfg: Config, task: Task) -> dict[str, Any] | None:
-    """The grading machine's facts and ceilings (engineer only): measured here once per device
-    and cached (evaluator/ceilings.py) where the backend grades on this machine, else None."""
-    if cfg.search.feedback != "engineer" or cfg.evaluator.backend not in ("local", "docker"):
+def machine_facts(cfg: Config, shown: Protocol, task: Task) -> dict[str, Any] | None:
+    """The grading machine's facts and ceilings, where the protocol shows the machine or profiles:
+    measured here once per device and cached (evaluator/ceilings.py) where the backend grades on
+    this machine, else None."""
+    if not (shown.machine or shown.profiles) or cfg.evaluator.backend not in ("local", "docker"):
         return None
     return ceilings.facts("cuda" if task.gpus else "cpu", Path(cfg.evaluator.local.cache_dir).expanduser())
 
 
-def machine_section(cfg: Config, facts: dict[str, Any] | None) -> str:
-    """The grading machine and its ceilings as a prompt section (engineer only)."""
-    if cfg.search.feedback != "engineer":
+def machine_section(cfg: Config, shown: Protocol, facts: dict[str, Any] | None) -> str:
+    """The grading machine and its ceilings as a prompt section, where the protocol shows it."""
+    if not shown.machine:
         return ""
     if cfg.evaluator.backend in ("local", "docker"):
         lines = ceilings.describe(facts)

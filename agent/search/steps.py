@@ -31,6 +31,7 @@ from agent.search import faults, history, roles
 from agent.search.grading import Grading
 from agent.search.pipeline import GraderPool, Pipeline
 from agent.search.progress import Progress, best_entry
+from agent.search.protocol import DEFAULT, Protocol
 from agent.search.fixes import STOP_RULES, child_id, solution_from, stop_rule
 from agent.search.proposal import Proposal, Turns, Work, propose
 from agent.search.state import RoundState, SearchState, Selection, rng_state
@@ -45,7 +46,7 @@ SETTLE_TRIES = 3  # a picked parent whose full screen says it does not count: dr
 
 class Search:
     def __init__(self, loop: LoopConfig, population: PopulationConfig, grader: str, task: Task, evaluator: Evaluator,
-                 store: RunStore, gateway: Gateway | None, progress: Progress | None = None, feedback: str = "engineer"):
+                 store: RunStore, gateway: Gateway | None, progress: Progress | None = None, protocol: Protocol = DEFAULT):
         self.loop, self.population_config, self.task, self.ev, self.store, self.gw = loop, population, task, evaluator, store, gateway
         self.ev.dev_reference_dir = store.root / "evaluations" / "dev-reference"  # the run keeps its own
         self.grader = grader
@@ -55,7 +56,7 @@ class Search:
                                  memory_items=loop.memory_items, lesson_chars=loop.lesson_chars,
                                  plan_chars=loop.plan_chars, inspiration_chars=loop.inspiration_chars,
                                  context_share=loop.context_share, whole_files_only=loop.edit_format == "whole_file",
-                                 feedback=feedback)
+                                 protocol=protocol)
         self.started = time.monotonic()
         self.grading = Grading(evaluator, task, store, grader)
         self.children: list[Solution] = []  # the round being applied, added to the population by `record`

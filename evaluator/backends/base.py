@@ -5,9 +5,10 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
+# The records live below the backends, the screen and the policy that read them; here too for existing importers.
+from evaluator.grading_records import GradeRequest, GradeRun, Slot  # noqa: F401 - re-exported
 from evaluator.task import NO_DEV_ENGINE, Task, grader_command
 
 
@@ -92,13 +93,6 @@ def cancel_all_live() -> int:
     return n
 
 
-@dataclass(frozen=True)
-class Slot:
-    index: int  # the worker, 0 .. workers-1
-    devices: tuple[int, ...] = ()  # the host GPUs this grading holds (GPU tasks on a "host" backend only)
-    gpus: int = 0  # GPUs the grading needs (0: a CPU task, or a GPU task checked on the CPU)
-
-
 @dataclass
 class Prepared:
     """A package made ready to grade; opaque to callers beyond these fields."""
@@ -109,40 +103,6 @@ class Prepared:
     cached: bool
     warnings: list[str] = field(default_factory=list)
     state: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class GradeRequest:
-    files: dict[str, str | None]  # scope files to write over the baseline (None: delete)
-    grader: str  # "dev" | "hidden"
-    env: dict[str, str]  # extra environment for the grader (verify mode, patch paths)
-    reviewer_files: dict[str, Path]  # name -> host path, made visible read-only to the grader
-    timeout: float
-    out_dir: Path  # where the grader's logs are copied
-    trust: dict[str, Any] | None = None  # the runtime guard's config (evaluator/trust/instrument.py); None: no guard
-    trust_files: dict[str, Path] = field(default_factory=dict)  # name -> host file, beside the config (read-only)
-    command: str | None = None  # run this instead of the grader (the trust probes); its results are its own
-    # Called once with the grading's run and a Prober (evaluator/trust/screen.py) that runs
-    # commands as fresh processes in the same sandbox, after the grader's last process is gone,
-    # by a backend that can (local); one that cannot leaves it uncalled and the evaluator
-    # probes in a fresh grading instead. Not data: never sent to another machine.
-    then: "Callable[[GradeRun, Any], None] | None" = None
-
-
-@dataclass
-class GradeRun:
-    reward: dict[str, Any] | None  # the grader's verdict file, parsed
-    returncode: int
-    timed_out: bool
-    seconds: float
-    output: str
-    grader_seconds: float | None = None  # the grader's own run time, measured inside the sandbox
-    infra_error: str | None = None
-    notes: list[str] = field(default_factory=list)  # remarks for the verdict's message (a backend's, e.g. the GPU used)
-    trust_events: list[dict[str, Any]] = field(default_factory=list)  # the guard's events, socket and files merged
-    trust_socket: bool = False  # whether they came over the socket (then only its copy of a record is believed)
-    node: dict[str, Any] | None = None  # where a cluster backend ran it (ray: node id, host, GPUs, attempts)
-    trust_dir: Path | None = None  # where its kept calls' files are, when not the log folder's trust/ (a deferred grading's)
 
 
 class Backend(Protocol):

@@ -35,7 +35,8 @@ from evaluator.backends.local_root import Layout, RootError, RootPlan, bind_line
 from evaluator.backends.standin import StandIn, StandInError, discover, stand_in_fault
 from evaluator.config import LocalConfig
 from evaluator.hardware import gpu_binds
-from evaluator.grading_policy import GradingReport, failed_verdict, grading_result
+from evaluator.grading_policy import failed_verdict, grading_result
+from evaluator.grading_records import GradingReport
 from evaluator.limits import HOST_OUT_OF_MEMORY, OUT_OF_MEMORY, Limits, sweep_leftovers, unenforced_note
 from evaluator.task import BUNDLED_TASKS, NOT_IN_IMAGE, Task, package_hash
 from evaluator.trust import collect, instrument, written

@@ -53,7 +53,8 @@ from evaluator.backends.base import BackendUnavailable, Capabilities, GradeReque
 from evaluator.backends.build_context import build_context
 from evaluator.backends.in_container import forged_results, grader_script, grader_seconds, left_running
 from evaluator.config import ModalConfig
-from evaluator.grading_policy import GradingReport, grading_result
+from evaluator.grading_policy import grading_result
+from evaluator.grading_records import GradingReport
 from evaluator.dockerfile import DockerfileError
 from evaluator.sandbox import BoundedSink
 from evaluator.task import DEV_ENGINES, NOT_IN_IMAGE, Task, dev_engine_of, package_hash

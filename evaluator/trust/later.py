@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evaluator.backends.base import GradeRun
+from evaluator.grading_records import GradeRun
 
 KEPT_FILE = "deferred-run.json"  # beside the grading's trust/ folder, in its log folder
 

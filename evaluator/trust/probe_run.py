@@ -10,7 +10,7 @@ import time
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
-from evaluator.backends.base import GradeRun
+from evaluator.grading_records import GradeRun
 from evaluator.trust import instrument, runtime
 from evaluator.trust.findings import Finding
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evaluator.backends.base import GradeRun
+from evaluator.grading_records import GradeRun
 from evaluator.config import TrustConfig
 from evaluator.trust import instrument, probe_run, runtime, static
 from evaluator.trust.findings import AT_REWARD_CAP, NOT_REPRODUCED, REVIEW, Finding, Trust

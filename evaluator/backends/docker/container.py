@@ -49,8 +49,8 @@ from evaluator.backends.docker.scripts import (
     COUNTERS_SCRIPT, RESET_SCRIPT, STAT_SCRIPT, VOLUME_SCRIPT, _keepalive, _oom, _peak, _pids_max, _volume_listing,
 )
 from evaluator.config import DockerConfig
+from evaluator.grading_records import Slot
 from evaluator.limits import CGROUP_ROOT, cgroup_count, cgroups_of, process_start, same_process
-from evaluator.parallel import Slot
 from evaluator.task import Task
 from evaluator.trust import instrument, written
 

@@ -35,15 +35,15 @@ from docker.errors import APIError, DockerException, NotFound
 from docker.utils import kwargs_from_env
 
 from evaluator.backends import archive
-from evaluator.backends.base import GradeRequest, GradeRun, InfraError, Prepared, command_for
+from evaluator.backends.base import InfraError, Prepared, command_for
 from evaluator.backends.docker.container import TRUST_OUT, Containers, _Dirty, _Warm
 from evaluator.backends.docker.engine import _exec, _exit_code, _read_file, _short, unenforced_limits
 from evaluator.backends.docker.image import BACKEND_VERSION, Images
 from evaluator.backends.in_container import forged_results, grader_script, grader_seconds, left_running
 from evaluator.config import DockerConfig
-from evaluator.grading_policy import GradingReport, grading_result
+from evaluator.grading_policy import grading_result
+from evaluator.grading_records import GradeRequest, GradeRun, GradingReport, Slot
 from evaluator.limits import TOO_MANY_PROCESSES, cgroup_count, kill_members, unenforced_note
-from evaluator.parallel import Slot
 from evaluator.sandbox import BoundedSink
 from evaluator.task import DEV_ENGINES, Task, dev_engine_of
 from evaluator.trust import collect, instrument, written
