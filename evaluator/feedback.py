@@ -318,17 +318,33 @@ class Workload:
     candidate: list[float] = field(default_factory=list)
     ratio: list[float] = field(default_factory=list)  # the engine's own ratio, where it writes one
     failed: str = ""  # why the engine could not measure the candidate on it (its BENCH_FAIL)
+    passes: list[tuple[float | None, float | None, float | None]] = field(default_factory=list)  # (baseline, candidate, ratio) a pass
 
     def add(self, what: str, base: object, cand: object, ratio: object = None) -> None:
         self.what = self.what or what
+        got = []
         for xs, v in ((self.baseline, base), (self.candidate, cand), (self.ratio, ratio)):
             x = _float(v)
-            if x is not None and x > 0:
+            x = x if x is not None and x > 0 else None
+            if x is not None:
                 xs.append(x)
+            got.append(x)
+        self.passes.append((got[0], got[1], got[2]))
+
+    def _shown(self) -> tuple[float | None, float | None, float | None]:
+        """(baseline, candidate, ratio) of one pass, the one whose ratio is the median: figures of one
+        measurement, never one pass's times beside another's ratio. Where no pass has both times, the
+        medians of what was measured."""
+        higher = any(h in self.what.lower() for h in _HIGHER_IS_BETTER)
+        whole = [(b, c, r or (c / b if higher else b / c)) for b, c, r in self.passes if b is not None and c is not None]
+        if whole:
+            whole.sort(key=lambda p: p[2])
+            return whole[(len(whole) - 1) // 2]
+        return _median(self.baseline), _median(self.candidate), None
 
     def line(self) -> str | None:
         """`workload <name>: baseline <b>, candidate <c> (<x>x)`; None where nothing was measured."""
-        b, c = _median(self.baseline), _median(self.candidate)
+        b, c, x = self._shown()
         unit = self.what.removesuffix("_median").replace("_", " ")
 
         def fig(x: float | None) -> str:
@@ -340,8 +356,7 @@ class Workload:
                 else (f"workload {self.name}: candidate not measured{why}" if why else None)
         if b is None:
             return f"workload {self.name}: candidate {fig(c)}, baseline not measured"
-        higher = any(h in self.what.lower() for h in _HIGHER_IS_BETTER)
-        x = _median(self.ratio) or (c / b if higher else b / c)
+        x = x or (c / b if any(h in self.what.lower() for h in _HIGHER_IS_BETTER) else b / c)
         worse = "" if x >= 1 else (", candidate slower" if unit.split(" ")[-1] in _TIME_UNITS else ", candidate worse")
         return f"workload {self.name}: baseline {fig(b)}, candidate {fig(c)} ({x:.5g}x{worse})"
 

@@ -80,9 +80,11 @@ def test_per_shape_figures_from_the_engine_s_bench_log(tmp_path):
                                                           "aggregate_speedup": 9.1234, "ref_speedup": 103.1823}))
     (d / "bench.log").write_text(BENCH_LOG)
     got = dev_details(tmp_path)
-    assert got == ["workload base: baseline 48 ms, candidate 2.1 ms (22.952x)",  # the median of the three repeats
+    # of the three repeats, the one whose ratio is the median, its times and ratio together (never one
+    # repeat's times beside another's ratio: a candidate faster in its times and "slower" in its ratio)
+    assert got == ["workload base: baseline 48.2 ms, candidate 2.1 ms (22.952x)",
                    "workload long_L: baseline 95.1 ms, candidate 3 ms (31.7x)",
-                   "workload wide_state: baseline 40 ms, candidate 50 ms (0.8012x, candidate slower)",
+                   "workload wide_state: baseline 39.9 ms, candidate 49.8 ms (0.8012x, candidate slower)",
                    "workload many_batch: baseline 30 ms, candidate 1.5 ms (20x)"]
     assert not any("103" in ln for ln in got)
 
