@@ -183,7 +183,8 @@ def cmd_evaluate(args: argparse.Namespace, config, console: Console) -> int:  # 
             raise ValueError(f"{e}; pick another --mode (noop always works) or --grader") from None
     try:
         v = ev.evaluate(task, mode=args.mode, candidate=Path(args.candidate) if args.candidate else None,
-                        grader=args.grader, out_dir=Path(args.out) if args.out else None, device=args.device)
+                        grader=args.grader, out_dir=Path(args.out) if args.out else None, device=args.device,
+                        explain=True)  # a person reads this verdict: how a wrong answer differs
     finally:
         ev.close()
     if args.json:

@@ -75,7 +75,7 @@ class Evaluator:
                  grader: str | None = None, out_dir: Path | None = None, device: str | None = None,
                  artifact: Path | None = None, loop: dict[str, Any] | None = None,
                  profile: dict[str, Any] | None = None, result_bar: float | None = None,
-                 scored: Verdict | None = None) -> Verdict:
+                 scored: Verdict | None = None, explain: bool = False) -> Verdict:
         """`loop`: a search's dev submission count and best-so-far ({"count", "best"}), for the
         package's own loop feedback (evaluator/feedback.py); None: a lone submission. `profile`: a
         dev grading's candidate is profiled too, its figures set against these machine facts
@@ -83,7 +83,10 @@ class Evaluator:
         `result_bar`: a search's best figure so far; a correct grading at or under it has its probes
         and its watched grading deferred (trust.deferred, evaluator/trust/screen.py `defers`).
         `scored`: that deferred grading's verdict, when the search picks it: where the screen
-        watches apart, only the watched grading is made now (the figure stays the scored one)."""
+        watches apart, only the watched grading is made now (the figure stays the scored one).
+        `explain`: a dev grading failed by a correctness gate says how its answers differ from the
+        baseline's (Verdict.mismatch): asked by what shows it to a model or a person, never paid
+        for where nobody reads it (a check of a package, a hostile candidate's test)."""
         task = self.task(task) if isinstance(task, str) else task
         grader = grader or self.config.grader
         # a backend whose gradings bring their own GPUs (Modal, Ray) needs none here
@@ -151,7 +154,7 @@ class Evaluator:
         guard = self.trust.guard_config(mode, task.source_root, scope_texts, baseline, env, warm_key=task.content_hash[:20])
         two, why = watch.apart(self.config.trust.watch, task.toml.primary_metric.metric_kind, task.toml.verifier.timing_metric)
         g = _Grading(task, prepared, mode, grader, device, env, files, screened, baseline, guard, log_dir, timeout, base, reviewer,
-                     profile=profile is not None and grader == "dev", bar=result_bar, apart=two)
+                     profile=profile is not None and grader == "dev", bar=result_bar, apart=two, explain=explain)
         try:
             if guard is not None and two:
                 return finish(self._grade_apart(g, why, scored))
@@ -279,7 +282,7 @@ class Evaluator:
     def _explain(self, g: "_Grading", run: GradeRun, v: Verdict, prober: Prober | None) -> Verdict:
         """A dev grading failed by a correctness gate: how its answers differ from the frozen baseline's,
         after the grader and the trust stage (evaluator/mismatch.py). Only v.mismatch is written."""
-        if g.official is not None or not mismatch.wanted(g.grader, v.status.value, v.hard_fail_reasons):
+        if not g.explain or g.official is not None or not mismatch.wanted(g.grader, v.status.value, v.hard_fail_reasons):
             return v
         if not self.config.mismatch_sec:
             v.mismatch = mismatch.none("off (evaluator.mismatch_sec is 0)")
@@ -458,6 +461,7 @@ class _Grading:
     profile: bool = False  # the probe profiles the candidate too (evaluator/profile.py)
     bar: float | None = None  # a search's best figure so far: at or under it, the probes wait (evaluate's result_bar)
     apart: bool = False  # the score and the screen's watch are two gradings (watch.apart)
+    explain: bool = False  # a failed dev grading's answers compared with the baseline's (evaluate's explain)
 
 
 def said_to_the_model(log_dir: Path, grader: str, scope: list[str]) -> tuple[str | None, list[str], list[str]]:

@@ -128,13 +128,16 @@ def figures(v) -> tuple:
 @needs_root
 def test_a_wrong_toy_child_is_told_its_error_and_its_figures_stay_the_grader_s(evaluators):
     on, off = evaluators
-    v = on.evaluate("kfc/toy-sum", candidate=CandidateSource(files={KERNEL: OFF_BY_SEVEN}), grader="dev")
+    v = on.evaluate("kfc/toy-sum", candidate=CandidateSource(files={KERNEL: OFF_BY_SEVEN}), grader="dev", explain=True)
     assert v.status == Status.hard_fail and v.hard_fail_reasons == ["correctness_failed"]
     assert v.mismatch is not None and v.mismatch.differ >= 1, v.mismatch
     assert any("output: " in ln and "(abs error 7" in ln for ln in v.mismatch.lines), v.mismatch.lines
     assert any("inputs n: int" in ln for ln in v.mismatch.lines)
-    w = off.evaluate("kfc/toy-sum", candidate=CandidateSource(files={KERNEL: OFF_BY_SEVEN}), grader="dev")
+    w = off.evaluate("kfc/toy-sum", candidate=CandidateSource(files={KERNEL: OFF_BY_SEVEN}), grader="dev", explain=True)
     assert figures(w) == figures(v) and w.mismatch is not None and w.mismatch.why.startswith("off")
+    # not asked (a package's check, a test of a hostile candidate): not paid for, and the same figures
+    u = on.evaluate("kfc/toy-sum", candidate=CandidateSource(files={KERNEL: OFF_BY_SEVEN}), grader="dev")
+    assert u.mismatch is None and figures(u) == figures(v)
 
 
 @needs_root
@@ -142,9 +145,9 @@ def test_a_wrong_toy_child_is_told_its_error_and_its_figures_stay_the_grader_s(e
 def test_a_correct_child_the_reference_and_the_baseline_get_no_comparison(evaluators, how):
     on, _ = evaluators
     if how == "correct":
-        v = on.evaluate("kfc/toy-sum", candidate=CandidateSource(files={KERNEL: FAST}), grader="dev")
+        v = on.evaluate("kfc/toy-sum", candidate=CandidateSource(files={KERNEL: FAST}), grader="dev", explain=True)
     else:
-        v = on.evaluate("kfc/toy-sum", mode=how, grader="dev")
+        v = on.evaluate("kfc/toy-sum", mode=how, grader="dev", explain=True)
     assert v.correct and v.mismatch is None
 
 
@@ -164,7 +167,7 @@ def test_a_tensor_kernel_off_at_one_element_names_its_error_index_and_share(cach
     wrong = base.replace(tail, "    y = torch.stack(outputs, dim=1).to(x.dtype)\n    y[0, 1, 2] += 0.5\n    return y")
     ev = Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache_dir))), log_root=tmp_path)
     try:
-        v = ev.evaluate(SSM, candidate=CandidateSource(files={SSM_FILE: wrong}), grader="dev", device="cpu")
+        v = ev.evaluate(SSM, candidate=CandidateSource(files={SSM_FILE: wrong}), grader="dev", device="cpu", explain=True)
     finally:
         ev.close()
     assert not v.correct and v.mismatch is not None and v.mismatch.differ >= 1, (v.hard_fail_reasons, v.mismatch)

@@ -136,7 +136,7 @@ class Grading:
         with writing(out, self.store.root):  # the backend copies the grader's logs into the run directory
             return self.ev.evaluate(self.task, candidate=CandidateSource(files=changed), grader=grader, out_dir=out, loop=loop,
                                     profile=self.profile_facts if profiled and grader == "dev" else None, result_bar=bar,
-                                    scored=scored)
+                                    scored=scored, explain=True)
 
     def grade(self, files: dict[str, str], *, label: str = "", grader: str | None = None, round_: int = 0) -> Verdict:
         """`round_`: the round the candidate belongs to (for the crash tests' fault points). Safe to
