@@ -25,7 +25,7 @@ from evaluator.config import EvaluatorConfig
 from evaluator.modes import PackageLacks
 from evaluator.parallel import ParallelBackend
 from evaluator.scoring import benchmark_reward, dev_figure, speedup_from_dev
-from evaluator.feedback import candidate_diagnostics, dev_details, dev_output, loop_env, loop_feedback
+from evaluator.feedback import loop_env, said_to_the_model
 from evaluator import profile as profiles
 from evaluator import mismatch
 from evaluator.device import check_device, device_env  # noqa: F401 - check_device: the commands' too
@@ -462,14 +462,6 @@ class _Grading:
     bar: float | None = None  # a search's best figure so far: at or under it, the probes wait (evaluate's result_bar)
     apart: bool = False  # the score and the screen's watch are two gradings (watch.apart)
     explain: bool = False  # a failed dev grading's answers compared with the baseline's (evaluate's explain)
-
-
-def said_to_the_model(log_dir: Path, grader: str, scope: list[str]) -> tuple[str | None, list[str], list[str]]:
-    """What a dev grading can tell the model (evaluator/feedback.py): the package's loop feedback,
-    the candidate's own errors in the engine's output, the engine's failed checks and workloads."""
-    if grader != "dev":  # what the hidden grader says is not for the model: its gates and counts only
-        return None, [], []
-    return loop_feedback(log_dir), candidate_diagnostics(dev_output(log_dir), scope), dev_details(log_dir)
 
 
 def say_trust(v: Verdict, when: str = "") -> None:

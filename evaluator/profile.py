@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evaluator.feedback import DEV_PRODUCTS
+from evaluator.dev_details import DEV_PRODUCTS
 from evaluator.trust.watch import figure_kind, metric_is_timed
 
 if TYPE_CHECKING:

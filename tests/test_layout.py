@@ -108,7 +108,7 @@ def test_imports_inside_functions_only_defer_optional_dependencies():
 # (evaluator.task); the roots' own __init__ hold nothing and count as no unit.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("evaluator.grading_records",),  # records only: what a grading is asked, what a backend saw, what it gave
-    ("evaluator.config", "evaluator.benchmark", "evaluator.feedback", "evaluator.task", "evaluator.catalog",
+    ("evaluator.config", "evaluator.benchmark", "evaluator.dev_details", "evaluator.feedback", "evaluator.task", "evaluator.catalog",
      "evaluator.candidate", "evaluator.modes", "evaluator.scoring", "evaluator.hardware", "evaluator.device",
      "evaluator.ceilings", "evaluator.dockerfile", "evaluator.isolation", "evaluator.limits", "evaluator.sandbox",
      "evaluator.supervise"),  # the package, its settings, the machine and the sandbox

@@ -54,7 +54,9 @@ def run_dir(tmp_path_factory, cache_dir) -> Path:
         with ScriptedLLMServer(engineer) as server:
             cfg = load_config(sets=["llm.default=openai:gpt-4o-mini", f"llm.base_url={server.openai_base_url}", "loop.rounds=3",
                                     "loop.children=2", f"run.out={tmp / 'traces'}", "run.quiet=true",
-                                    f"evaluator.local.cache_dir={cache_dir}", "llm.backoff_base_sec=0.01"])
+                                    f"evaluator.local.cache_dir={cache_dir}", "llm.backoff_base_sec=0.01",
+                                    # the page's figures are counted on one answer a child
+                                    "loop.fix_turns=0", "loop.resample_duplicates=0"])
             d, status = start_run(cfg, "kfc/toy-sum", [str(root)])
     finally:
         mp.undo()

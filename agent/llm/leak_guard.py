@@ -109,10 +109,12 @@ NEARBY = (1 / 1.05, 1.05)  # another anchor close by: a figure that does not mov
 
 def renderings(x: float) -> set[str]:
     """`x` as pesflow's code and the packages' sanitizers print a figure (%.4g, .3f, repr, round to
-    4 places, ...), each with at least MIN_DIGITS significant digits."""
+    4 places, ...), each with at least MIN_DIGITS significant digits and a fraction."""
     forms = {f"{x:.3g}", f"{x:.4g}", f"{x:.5g}", f"{x:.6g}", f"{x:.2f}", f"{x:.3f}", f"{x:.4f}", repr(x), str(round(x, 4)),
              str(round(x, 6))}
-    return {r for r in forms if len(r.split("e")[0].lstrip("-").replace(".", "").strip("0")) >= MIN_DIGITS}
+    # a figure printed as a whole number (244) is also a count, a line number, a size: only forms
+    # with a fraction are evidence
+    return {r for r in forms if "." in r and len(r.split("e")[0].lstrip("-").replace(".", "").strip("0")) >= MIN_DIGITS}
 
 
 def anchored(speedup: float, anchor: float) -> dict[str, float]:
