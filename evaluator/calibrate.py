@@ -17,11 +17,11 @@ import platform
 import statistics
 import sys
 from datetime import datetime, timezone
-from pathlib import Path
 
 from pydantic import BaseModel
 
 from evaluator.evaluation import Evaluator
+from evaluator.hardware import cpu_model
 from evaluator.task import Task
 from evaluator.verdict import Verdict
 
@@ -46,16 +46,6 @@ class Calibration(BaseModel):
     previous: float | None
     previous_source: str
     written: list[str]
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def measure(ev: Evaluator, task: Task, repeats: int) -> list[Verdict]:

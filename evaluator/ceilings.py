@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from evaluator.hardware import cpu_model  # noqa: F401 - the machine's name, here too (ceilings.cpu_model)
 
 # Datasheet figures, dense (no sparsity): memory bandwidth in GB/s, TFLOP/s per dtype. Facts,
 # from the vendors' published specifications; a fallback only.
@@ -142,15 +143,6 @@ def measure(device: str, small: bool = False, timeout: float = 300) -> dict[str,
         return None
     facts["source"] = "measured by pesflow"  # `how` (a CPU's): with what, said beside it (describe)
     return facts
-
-
-def cpu_model() -> str:
-    """The CPU's model line (/proc/cpuinfo, else what the platform says), no torch needed."""
-    try:
-        return next(ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                    if ln.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine() or "cpu"
 
 
 def _name(device: str) -> str:

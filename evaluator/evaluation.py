@@ -28,7 +28,7 @@ from evaluator.scoring import benchmark_reward, dev_figure, speedup_from_dev
 from evaluator.feedback import loop_env, said_to_the_model
 from evaluator import profile as profiles
 from evaluator import mismatch
-from evaluator.device import check_device, device_env  # noqa: F401 - check_device: the commands' too
+from evaluator.device import check_device, device_env
 from evaluator.task import OFFICIAL_URL, Task, grader_command, load_task, task_roots
 from evaluator.trust import later, runtime, watch, written
 from evaluator.trust.screen import Graded, Prober, TrustScreen
@@ -154,7 +154,9 @@ class Evaluator:
         guard = self.trust.guard_config(mode, task.source_root, scope_texts, baseline, env, warm_key=task.content_hash[:20])
         two, why = watch.apart(self.config.trust.watch, task.toml.primary_metric.metric_kind, task.toml.verifier.timing_metric)
         g = _Grading(task, prepared, mode, grader, device, env, files, screened, baseline, guard, log_dir, timeout, base, reviewer,
-                     profile=profile is not None and grader == "dev", bar=result_bar, apart=two, explain=explain)
+                     # a count metric gets its one line from the engine's figures, never a timing profile
+                     profile=profile is not None and grader == "dev" and not profiles.metric_of(task).counted,
+                     bar=result_bar, apart=two, explain=explain)
         try:
             if guard is not None and two:
                 return finish(self._grade_apart(g, why, scored))

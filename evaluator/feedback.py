@@ -18,7 +18,7 @@ import json
 import re
 from pathlib import Path
 
-from evaluator.dev_details import DEV_PRODUCTS, dev_details  # noqa: F401 - a dev grading's details, told beside its feedback
+from evaluator.dev_details import DEV_PRODUCTS, dev_details
 
 FEEDBACK_FILE = "logs/loop/feedback.txt"  # under a grading's log folder (the sandbox's /logs/loop/feedback.txt)
 FEEDBACK_CHARS = 4000

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import subprocess
 from functools import lru_cache
@@ -33,6 +34,7 @@ def gpu_mounts() -> list[str]:
     return [p for p in GPU_MOUNTS if os.path.ismount(p)]
 
 
+@lru_cache(maxsize=4)  # asked at every GPU grading's binds; the host's install does not move
 def ncu_install(path: str | None = None) -> Path | None:
     """The folder holding the host's Nsight Compute (`ncu` on `path`, default the PATH), the
     whole install its launcher needs; None where the host has none. A CUDA toolkit's bin/ncu
@@ -57,3 +59,12 @@ def gpu_binds(path: str | None = None) -> list[tuple[Path, str]]:
     if ncu is not None:
         binds.append((ncu, NCU_MOUNT))
     return binds
+
+
+def cpu_model() -> str:
+    """The CPU's model line (/proc/cpuinfo, else what the platform says), no torch needed."""
+    try:
+        return next(ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
+                    if ln.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine() or "cpu"

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from evaluator.feedback import candidate_diagnostics, dev_details, dev_output
+from evaluator.dev_details import dev_details
+from evaluator.feedback import candidate_diagnostics, dev_output
 
 
 def _dev(tmp_path: Path, where: str = "logs/loop/dev") -> Path:

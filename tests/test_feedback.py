@@ -12,7 +12,8 @@ import pytest
 from agent.population.database import Solution
 from agent.search.prompts import verdict_text
 from agent.search.protocol import BENCHMARK, ENGINEER, LINE
-from evaluator.feedback import candidate_diagnostics, dev_details, loop_env
+from evaluator.dev_details import dev_details
+from evaluator.feedback import candidate_diagnostics, loop_env
 
 SCOPE = ["toy/kernel.py", "csrc/*.cu"]
 

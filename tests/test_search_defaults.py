@@ -22,7 +22,7 @@ from agent.search.prompts import verdict_text
 from agent.search.protocol import ENGINEER, LINE
 from agent.search.roles import Context, default_lesson, executor_prompt
 from agent.search.session import replay_run, start_run
-from agent.search.steps import inspirations_for
+from agent.search.steps import inspirations_for, with_default_lessons
 from evaluator.verdict import Status, Verdict
 from tests.conftest import needs_root
 from tests.llm_server import Reply, Request, ScriptedLLMServer
@@ -169,9 +169,11 @@ def test_fix_turns_go_to_failures_by_default_and_to_slow_children_only_when_aske
 def test_a_child_without_code_says_so_once():
     s = _sol("r01-c1", "baseline", 1, status="no_code", lessons="the SEARCH text was not found")
     assert default_lesson(s) == ""
-    lesson = f"{default_lesson(s)} {s.lessons}".strip()
-    said = verdict_text(s.model_copy(update={"lessons": "no usable code: " + lesson}), ENGINEER)
-    assert said == "no usable code: the SEARCH text was not found"
+    (kept,), _ = with_default_lessons([s])  # the lessons a round without a summarizer keeps
+    assert verdict_text(kept, ENGINEER) == "no usable code: the SEARCH text was not found"
+    # a summarizer's lesson that repeats the words is not said twice either
+    again = kept.model_copy(update={"lessons": "no usable code: " + kept.lessons})
+    assert verdict_text(again, ENGINEER) == "no usable code: the SEARCH text was not found"
 
 
 def test_the_executor_sees_its_parent_s_grading_and_the_best_s_figures_per_workload():

@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from agent.population.code_key import code_key
 from agent.population.sampling import FEATURES, code_lines, diff_lines, feature_bin, select_parent
-from agent.population.solution import _ID, STATUSES, PopulationError, Solution, UnknownSolution  # noqa: F401 - the population's names
+from agent.population.solution import PopulationError, Solution, UnknownSolution  # noqa: F401 - the population's names
 from evaluator.trust.findings import Trust
 
 FORMAT = "pesflow.population/1"

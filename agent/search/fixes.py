@@ -39,10 +39,7 @@ def solution_from(v: Verdict, **fields: Any) -> Solution:
                     mismatch=list(v.mismatch.lines) if v.mismatch is not None else [], profile=dict(v.profile or {}), **fields)
 
 
-FIX_ON = ("failed", "slower")  # loop.fix_on: what earns a child a fix turn
-
-
-def needs_fix(v: Verdict | None, parent: Solution, fix_on: tuple[str, ...] | list[str] = FIX_ON) -> str | None:
+def needs_fix(v: Verdict | None, parent: Solution, fix_on: tuple[str, ...] | list[str]) -> str | None:
     """Why a graded child gets another turn, or None: it failed (build, check, time limit), or,
     where `fix_on` holds "slower", it is correct and no faster than its parent (by the speedup,
     else the dev engine's own figure)."""

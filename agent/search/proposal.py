@@ -17,7 +17,7 @@ from agent.llm.gateway import BudgetExhausted, Gateway
 from agent.population.code_key import code_key
 from agent.population.database import Solution
 from agent.search import history, roles
-from agent.search.fixes import FIX_ON, child_id, needs_fix, solution_from
+from agent.search.fixes import child_id, needs_fix, solution_from
 from agent.search.pipeline import in_parallel
 from agent.search.prompts import Prompt, verdict_text
 from agent.search.state import Selection
@@ -58,12 +58,13 @@ class Proposal:
 
 @dataclass(frozen=True)
 class Turns:
-    """How many more answers a child's slot may ask for (loop.*)."""
+    """How many more answers a child's slot may ask for: the run's loop.repair_attempts,
+    loop.fix_turns, loop.fix_on and loop.resample_duplicates (their defaults are the config's)."""
 
-    repair_attempts: int = 1
-    fix_turns: int = 0
-    fix_on: tuple[str, ...] = FIX_ON
-    resample_duplicates: int = 0
+    repair_attempts: int
+    fix_turns: int
+    fix_on: tuple[str, ...]
+    resample_duplicates: int
 
 
 def _plan(gw: Gateway, ctx: roles.Context, work: Work, p: Proposal) -> None:
@@ -82,7 +83,7 @@ def _plan(gw: Gateway, ctx: roles.Context, work: Work, p: Proposal) -> None:
 
 
 def propose(gw: Gateway, ctx: roles.Context, work: Work, submit: Submit, *, use_planner: bool,
-            turns: Turns = Turns()) -> Proposal:
+            turns: Turns) -> Proposal:
     sel = work.selection
     k, n = sel.round, sel.children
     p = Proposal(work)

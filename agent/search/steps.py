@@ -352,6 +352,7 @@ class Search:
         self.state.best_by_round.append(best_entry(k, best))
         self.raise_bar()
         self.state.pending.pop(k, None)
+        self.plans.pop(k, None)  # applied: later planners read its plan from the journal (plans_before)
         stop = state.get("stop")
         if stop == CAP_RAISED_LATER:  # a replay past the cap a resume raised: on, as the resumed run went
             stop = None

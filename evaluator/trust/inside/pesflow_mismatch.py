@@ -115,7 +115,7 @@ def array_diff(path, a, b):
         if all(not is_array(v) or getattr(v, "ndim", 1) == 0 for v in (a, b)):
             return [scalar_line(path, _item(a), _item(b))]
         return ["%s: %s vs the baseline's %s" % (path, kind_of(a), kind_of(b))]
-    (da, sa, wa), (db, sb, wb) = array_kind(a), array_kind(b)
+    (da, sa, _), (db, sb, _) = array_kind(a), array_kind(b)
     if np is None:
         return [] if values.close(values.plain(a), values.plain(b)) else ["%s: %s differs from the baseline's" % (path, da)]
     head = "%s: %s%s" % (path, da, list(sa)) + ("" if (da, sa) == (db, sb) else " vs the baseline's %s%s" % (db, list(sb)))
