@@ -34,11 +34,15 @@ def gpu_mounts() -> list[str]:
     return [p for p in GPU_MOUNTS if os.path.ismount(p)]
 
 
-@lru_cache(maxsize=4)  # asked at every GPU grading's binds; the host's install does not move
 def ncu_install(path: str | None = None) -> Path | None:
     """The folder holding the host's Nsight Compute (`ncu` on `path`, default the PATH), the
     whole install its launcher needs; None where the host has none. A CUDA toolkit's bin/ncu
     only starts <toolkit>/nsight-compute-<version>/ncu: that folder is the install."""
+    return _ncu_install_on(path if path is not None else os.environ.get("PATH", os.defpath))
+
+
+@lru_cache(maxsize=8)  # asked at every GPU grading's binds; keyed by the PATH searched, which can change
+def _ncu_install_on(path: str) -> Path | None:
     found = shutil.which("ncu", path=path)
     if found is None:
         return None

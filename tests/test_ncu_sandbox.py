@@ -58,6 +58,7 @@ def test_no_ncu_on_the_host_binds_nothing_for_it(tmp_path):
 def test_a_gpu_grading_s_process_can_run_the_host_s_ncu_and_not_change_it(tmp_path, monkeypatch, toy_package, cache_dir):
     """A GPU package (the toy with gpus = 1, checked with --device cpu) graded for real: its
     candidate's process runs the fake ncu at HOST_NCU and finds its folder read-only."""
+    assert all(dest != hardware.NCU_MOUNT for _, dest in hardware.gpu_binds())  # asked before ncu joined the PATH, as an earlier grading would
     _exe(tmp_path / "nsight" / "ncu", "#!/bin/sh\necho fake-ncu-ran \"$@\"\n")
     monkeypatch.setenv("PATH", f"{tmp_path / 'nsight'}{os.pathsep}{os.environ['PATH']}")
     toml = toy_package / "task.toml"
