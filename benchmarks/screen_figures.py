@@ -25,7 +25,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from evaluator.config import EvaluatorConfig, LocalConfig, TrustConfig  # noqa: E402
-from evaluator.evaluation import Evaluator, judged_figure  # noqa: E402
+from evaluator.evaluation import Evaluator  # noqa: E402
+from evaluator.verdict import judged_figure  # noqa: E402
 from evaluator.trust import watch  # noqa: E402
 
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
 
 from evaluator.backends.base import Backend, GradeRequest, capabilities_of, GradeRun, InfraError, Prepared
-from evaluator.candidate import Candidate, CandidateError, CandidateSource, apply_diff, candidate_hash, scope_violations
+from evaluator.candidate import Candidate, CandidateError, CandidateSource, apply_diff, candidate_hash
 from evaluator import modes
 from evaluator.backends import registry
 from evaluator.config import EvaluatorConfig
@@ -33,7 +33,9 @@ from evaluator.task import OFFICIAL_URL, Task, grader_command, load_task, task_r
 from evaluator.trust import later, runtime, watch, written
 from evaluator.trust.screen import Graded, Prober, TrustScreen
 from evaluator.trust.findings import Trust, withhold_untrusted
-from evaluator.verdict import PackageRef, Status, Verdict, engine_state, from_reward_json, read_reward_file, with_engine_state
+from evaluator.planned import PlannedGrading, Refused, refuse_outside_scope, restore_files
+from evaluator.verdict import (PackageRef, Status, Verdict, engine_state, from_reward_json, judged_figure, read_reward_file,
+                               say_trust, with_engine_state)
 
 Mode = Literal["candidate", "noop", "oracle", "negative"]
 
@@ -59,6 +61,7 @@ class Evaluator:
         self.trust = TrustScreen(self.config.trust, Path(self.config.local.cache_dir).expanduser())
         self.dev_reference_dir = self.log_root / "dev-reference"  # a run keeps its own (agent/search.py)
         self._lock = threading.Lock()
+        self._ref_locks: dict[Path, threading.Lock] = {}  # one dev reference grading at a time per package and device
 
     def task(self, name: str) -> Task:
         return load_task(name, self.tasks_roots, self.official_url)
@@ -95,93 +98,98 @@ class Evaluator:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%f")
         log_dir = Path(out_dir or self.log_root / task.name / f"{stamp}-{mode}-{grader}").resolve()
         log_dir.mkdir(parents=True, exist_ok=True)
+        # the stages, in order: prepare, the dev reference, the grading (with the screen's), the verdict
+        planned = self._planned(task, mode, grader, device, candidate, artifact, loop, log_dir)
+        if isinstance(planned, PlannedGrading):
+            g = replace(planned, bar=result_bar, explain=explain,
+                        # a count metric gets its one line from the engine's figures, never a timing profile
+                        profile=profile is not None and grader == "dev" and not profiles.metric_of(task).counted)
+            try:
+                self._dev_reference(g)
+                planned = self._graded_verdict(g, scored)
+            except InfraError as e:
+                planned = Verdict(status=Status.infra_error, message=str(e), **g.base)
+        return self._finished(planned, task, grader, log_dir, profile, start)
+
+    def _finished(self, v: Verdict, task: Task, grader: str, log_dir: Path, profile: dict[str, Any] | None,
+                  start: float) -> Verdict:
+        """The last stage: what the model is told, the profile's summary, verdict.json."""
+        v.seconds = round(time.monotonic() - start, 3)
+        v.feedback, v.diagnostics, v.dev_details = said_to_the_model(log_dir, grader, task.scope)
+        if profile is not None and grader == "dev":
+            v.profile = profiles.summary(profiles.read(log_dir), profile, self._no_profile(v),
+                                         metric=profiles.metric_of(task), log_dir=log_dir)
+        (log_dir / "verdict.json").write_text(v.model_dump_json(indent=1))
+        return v
+
+    def _planned(self, task: Task, mode: Mode, grader: str, device: str | None, candidate: Path | CandidateSource | None,
+                 artifact: Path | None, loop: dict[str, Any] | None, log_dir: Path) -> PlannedGrading | Verdict:
+        """The first stage: the grading planned (the package prepared, the candidate applied to its
+        baseline, the screen's guard chosen), or a verdict refused before anything ran."""
         base = dict(task=task.name, mode=mode, backend=self.backend.name, grader=grader, log_dir=str(log_dir),
                     package=PackageRef(name=task.name, path=str(task.root), content_hash=task.content_hash,
                                        root=task.source.root, repo=task.source.repo, commit=task.source.commit,
                                        official=task.source.official),
                     ref_speedup=task.anchor.value, ref_speedup_source=task.anchor.describe())
-
-        def finish(v: Verdict) -> Verdict:
-            v.seconds = round(time.monotonic() - start, 3)
-            v.feedback, v.diagnostics, v.dev_details = said_to_the_model(log_dir, grader, task.scope)
-            if profile is not None and grader == "dev":
-                v.profile = profiles.summary(profiles.read(log_dir), profile, self._no_profile(v),
-                                             metric=profiles.metric_of(task), log_dir=log_dir)
-            (log_dir / "verdict.json").write_text(v.model_dump_json(indent=1))
-            return v
-
         try:
             if candidate is not None and not isinstance(candidate, CandidateSource):
                 candidate = CandidateSource.from_path(candidate)
             what = modes.request(task, mode, grader, candidate, artifact)
         except CandidateError as e:
-            return finish(Verdict(status=Status.hard_fail, hard_fail_reasons=[e.reason], message=str(e), **base))
+            return Verdict(status=Status.hard_fail, hard_fail_reasons=[e.reason], message=str(e), **base)
         except PackageLacks as e:
-            return finish(Verdict(status=Status.grader_error, message=str(e), **base))
-        source, env, reviewer = what.source, {**what.env, **device_env(device), **loop_env(loop)}, what.reviewer
-
-        if source is not None:
-            violations = scope_violations(*source.paths(task.source_root), task.scope)
-            if violations:
-                return finish(Verdict(status=Status.scope_violation, hard_fail_reasons=violations,
-                                      message="refused before running: " + ", ".join(violations), **base))
+            return Verdict(status=Status.grader_error, message=str(e), **base)
+        source, env = what.source, {**what.env, **device_env(device), **loop_env(loop)}
         try:
+            if source is not None:
+                refuse_outside_scope(*source.paths(task.source_root), task.scope)
             prepared = self.prepare(task)
-        except InfraError as e:
-            return finish(Verdict(status=Status.infra_error, message=str(e), **base))
-        files: dict[str, str | None] = {}
-        if source is not None:
-            try:
-                files = self._materialize(prepared, source)
-            except CandidateError as e:
-                return finish(Verdict(status=Status.hard_fail, hard_fail_reasons=[e.reason], message=str(e), **base))
-            except InfraError as e:  # reading the baseline from a container engine failed
-                return finish(Verdict(status=Status.infra_error, message=str(e), **base))
-            # git apply may create files the header parse missed: check the result too
-            violations = scope_violations(set(files), set(), task.scope)
-            if violations:
-                return finish(Verdict(status=Status.scope_violation, hard_fail_reasons=violations,
-                                      message="refused before running: " + ", ".join(violations), **base))
+            files = self._materialize(prepared, source) if source is not None else {}
+            refuse_outside_scope(set(files), set(), task.scope)  # git apply may create files the header parse missed
+        except Refused as e:
+            return Verdict(status=Status.scope_violation, hard_fail_reasons=e.violations,
+                           message="refused before running: " + ", ".join(e.violations), **base)
+        except CandidateError as e:
+            return Verdict(status=Status.hard_fail, hard_fail_reasons=[e.reason], message=str(e), **base)
+        except InfraError as e:  # preparing, or reading the baseline from a container engine, failed
+            return Verdict(status=Status.infra_error, message=str(e), **base)
         was = {rel: self.backend.baseline_text(prepared, rel) for rel in files}
         if source is not None:
             (log_dir / "candidate.diff").write_text(Candidate(files=files).diff(was))
         base["candidate_hash"] = candidate_hash(files, was)  # the search's name for it too (evaluator/candidate.py)
-        timeout = self.config.timeout_sec or task.toml.verifier.timeout_sec
         screened = self._screened_files(task, prepared, mode, files, artifact)
         baseline = {rel: self.backend.baseline_text(prepared, rel) for rel in dict.fromkeys([
             *(r for r in task.scope if "*" not in r), *screened])}
-        scope_texts = {**baseline, **screened}
-        guard = self.trust.guard_config(mode, task.source_root, scope_texts, baseline, env, warm_key=task.content_hash[:20])
+        guard = self.trust.guard_config(mode, task.source_root, {**baseline, **screened}, baseline, env,
+                                        warm_key=task.content_hash[:20])
         two, why = watch.apart(self.config.trust.watch, task.toml.primary_metric.metric_kind, task.toml.verifier.timing_metric)
-        g = _Grading(task, prepared, mode, grader, device, env, files, screened, baseline, guard, log_dir, timeout, base, reviewer,
-                     # a count metric gets its one line from the engine's figures, never a timing profile
-                     profile=profile is not None and grader == "dev" and not profiles.metric_of(task).counted,
-                     bar=result_bar, apart=two, explain=explain)
-        try:
-            if guard is not None and two:
-                return finish(self._grade_apart(g, why, scored))
-            v = self._probe_later(g, scored) if guard is not None and scored is not None else None
-            v = v or self._grade(g)
-            if guard is not None and v.trust.checks.get("screened"):
-                v.trust.checks["watch"] = {"how": "same", "why": why}
-            return finish(v)
-        except InfraError as e:
-            return finish(Verdict(status=Status.infra_error, message=str(e), **base))
+        return PlannedGrading(task, prepared, mode, grader, device, env, files, screened, baseline, guard, log_dir,
+                        self.config.timeout_sec or task.toml.verifier.timeout_sec, base, what.reviewer,
+                        apart=two, watch_why=why)
 
-    def _grade(self, g: "_Grading") -> Verdict:
+    def _graded_verdict(self, g: "PlannedGrading", scored: Verdict | None) -> Verdict:
+        """The grading stage: the official grading and the screen's own (apart, later, or inside)."""
+        if g.guard is not None and g.apart:
+            return self._grade_apart(g, g.watch_why, scored)
+        v = self._probe_later(g, scored) if g.guard is not None and scored is not None else None
+        v = v or self._grade(g)
+        if g.guard is not None and v.trust.checks.get("screened"):
+            v.trust.checks["watch"] = {"how": "same", "why": g.watch_why}
+        return v
+
+    def _grade(self, g: "PlannedGrading") -> Verdict:
         """One grading, the guard inside it when the screen is on: its figures and its trust."""
         live: list[Verdict] = []
 
         def then(run: GradeRun, prober) -> None:  # the backend's: the sandbox waits for the probes
-            if self._dev_ready(g):  # else a dev reference grading would wait on this one's slot
-                live.append(self._interpret(g, run, prober))
+            live.append(self._interpret(g, run, prober))
 
         request = GradeRequest(files=g.files, grader=g.grader, env=g.env, reviewer_files=g.reviewer, timeout=g.timeout,
                                out_dir=g.log_dir, trust=g.guard, then=then if g.guard is not None else None)
         run = self.backend.grade(g.prepared, request)
         return live[0] if live else self._interpret(g, run, self._fresh_prober(g))
 
-    def _grade_apart(self, g: "_Grading", why: str, scored: Verdict | None = None) -> Verdict:
+    def _grade_apart(self, g: "PlannedGrading", why: str, scored: Verdict | None = None) -> Verdict:
         """The figures from a grading with nothing of the screen in it (exactly what the grader
         writes with the screen off); the trust from a second grading of the same candidate with
         the guard and the probes in, made where the first is correct (evaluator/trust/watch.py).
@@ -231,7 +239,7 @@ class Evaluator:
         say_trust(v, " when watched")
         return v
 
-    def _probe_later(self, g: "_Grading", scored: Verdict) -> Verdict | None:
+    def _probe_later(self, g: "PlannedGrading", scored: Verdict) -> Verdict | None:
         """A deferred grading's probes alone, on the calls it kept (evaluator/trust/later.py), in a
         fresh sandbox: its figures and its guard's events stay the scored grading's. None where it
         kept nothing (a whole grading then)."""
@@ -243,7 +251,7 @@ class Evaluator:
         v.trust.checks["later"] = {"scored": scored.log_dir}
         return v
 
-    def _interpret(self, g: "_Grading", run: GradeRun, prober: Prober | None) -> Verdict:
+    def _interpret(self, g: "PlannedGrading", run: GradeRun, prober: Prober | None) -> Verdict:
         """The grader's result as a Verdict, then the trust stage with `prober` for its probes
         (None: no trust stage, for the grading the screen did not watch)."""
         task, base, timeout = g.task, g.base, g.timeout
@@ -281,7 +289,7 @@ class Evaluator:
         verdict = judged(withhold_untrusted(verdict, read_reward_file(g.log_dir / "logs/verifier/verifier_state.json")))
         return self._explain(g, run, verdict, prober)
 
-    def _explain(self, g: "_Grading", run: GradeRun, v: Verdict, prober: Prober | None) -> Verdict:
+    def _explain(self, g: "PlannedGrading", run: GradeRun, v: Verdict, prober: Prober | None) -> Verdict:
         """A dev grading failed by a correctness gate: how its answers differ from the frozen baseline's,
         after the grader and the trust stage (evaluator/mismatch.py). Only v.mismatch is written."""
         if not g.explain or g.official is not None or not mismatch.wanted(g.grader, v.status.value, v.hard_fail_reasons):
@@ -314,15 +322,31 @@ class Evaluator:
         return "no call into the candidate was kept to replay"
 
     @staticmethod
-    def _is_noop(g: "_Grading") -> bool:
+    def _is_noop(g: "PlannedGrading") -> bool:
         return g.mode == "noop" or (g.mode == "candidate" and not g.files)
-
-    def _dev_ready(self, g: "_Grading") -> bool:
-        """Whether the verdict can be made without another grading (a dev engine's reference)."""
-        return g.grader != "dev" or self._is_noop(g) or self._dev_ref_file(g.task, g.device).is_file()
 
     def _dev_ref_file(self, task: Task, device: str | None) -> Path:
         return self.dev_reference_dir / f"{task.content_hash[:20]}-{device or 'default'}.json"
+
+    def _dev_reference(self, g: "PlannedGrading") -> None:
+        """The stage before a dev grading of a candidate: the dev engine's figures for the unchanged
+        code, graded once (a noop grading of its own, kept beside the run), so that the candidate's
+        grading never waits on another while it holds its sandbox."""
+        if g.grader != "dev" or self._is_noop(g):
+            return
+        ref_file = self._dev_ref_file(g.task, g.device)
+        with self._lock:
+            lock = self._ref_locks.setdefault(ref_file, threading.Lock())
+        with lock:  # one grading of it, however many candidates ask at once
+            if ref_file.is_file():
+                return
+            log_dir = ref_file.with_suffix("")
+            log_dir.mkdir(parents=True, exist_ok=True)
+            start = time.monotonic()
+            planned = self._planned(g.task, "noop", "dev", g.device, None, None, None, log_dir)
+            if isinstance(planned, PlannedGrading):
+                planned = self._graded_verdict(planned, None)  # its figures write ref_file (_score_dev)
+            self._finished(planned, g.task, "dev", log_dir, None, start)
 
     def _score_dev(self, task: Task, v: Verdict, raw: dict, is_noop: bool, device: str | None) -> None:
         """A dev engine's figures in the verdict's one meaning (evaluator/scoring.py): its own figure
@@ -336,21 +360,12 @@ class Evaluator:
                     ref_file.parent.mkdir(parents=True, exist_ok=True)
                     ref_file.write_text(json.dumps(raw))
         else:
-            ref = self.dev_reference(task, device, ref_file)
+            ref = _read_json(ref_file)  # graded before this one (_dev_reference); None where it wrote nothing
         v.dev = dev_figure(raw, ref)
         v.speedup = speedup_from_dev(v.dev) if v.dev is not None else None
         v.reward = benchmark_reward(v.speedup, task.anchor.value, v.correct, task.reward_class == "implementation")
 
-    def dev_reference(self, task: Task, device: str | None, ref_file: Path) -> dict | None:
-        """The dev engine's reward.json for the unchanged code, graded once and kept beside the run."""
-        if not ref_file.is_file():
-            self.evaluate(task, mode="noop", grader="dev", device=device, out_dir=ref_file.with_suffix(""))
-        try:
-            return json.loads(ref_file.read_text())
-        except (OSError, ValueError):
-            return None
-
-    def _fresh_prober(self, g: "_Grading") -> Prober:
+    def _fresh_prober(self, g: "PlannedGrading") -> Prober:
         """Probes as a grading of their own, in a fresh sandbox (a backend that cannot follow up)."""
         def prober(config: dict, tfiles: dict[str, Path], command: str, limit: float) -> GradeRun:
             (g.log_dir / "probe").mkdir(exist_ok=True)
@@ -360,7 +375,7 @@ class Evaluator:
             return self.backend.grade(g.prepared, req)
         return prober
 
-    def _judge(self, g: "_Grading", run: GradeRun, v: Verdict, backend_prober: Prober | None) -> Verdict:
+    def _judge(self, g: "PlannedGrading", run: GradeRun, v: Verdict, backend_prober: Prober | None) -> Verdict:
         """The trust stage: what the screens saw, beside the grader's figures (evaluator/trust/)."""
         def prober(config: dict, tfiles: dict[str, Path], command: str, limit: float) -> GradeRun:
             # the scope files as graded, put back first: a candidate that rewrote its own source
@@ -378,7 +393,7 @@ class Evaluator:
         say_trust(v)
         return v
 
-    def _graded(self, g: "_Grading", run: GradeRun, v: Verdict, with_run: bool) -> Graded:
+    def _graded(self, g: "PlannedGrading", run: GradeRun, v: Verdict, with_run: bool) -> Graded:
         """What the screen is told of one grading (evaluator/trust/screen.py)."""
         # a watched grading's plausibility and probes go by the scored figure: the one that counts
         task, figure = g.task, judged_figure(g.official or v)
@@ -441,55 +456,10 @@ class Evaluator:
         return {rel: text for rel, text in after.items() if text != baseline.get(rel)}
 
 
-@dataclass
-class _Grading:
-    """What one evaluation carries from the grading to the trust stage."""
-
-    task: Task
-    prepared: Prepared
-    mode: str
-    grader: str
-    device: str | None
-    env: dict[str, str]
-    files: dict[str, str | None]  # the candidate's changes, as applied
-    screened: dict[str, str | None]  # the scope files as graded (a reviewer's reference the grader applies, too)
-    baseline: dict[str, str | None]
-    guard: dict | None
-    log_dir: Path
-    timeout: float
-    base: dict
-    reviewer: dict = field(default_factory=dict)  # reviewer-only files (oracle, negative patch)
-    official: Verdict | None = None  # a watched grading's: the scored grading's verdict, whose figure counts
-    profile: bool = False  # the probe profiles the candidate too (evaluator/profile.py)
-    bar: float | None = None  # a search's best figure so far: at or under it, the probes wait (evaluate's result_bar)
-    apart: bool = False  # the score and the screen's watch are two gradings (watch.apart)
-    explain: bool = False  # a failed dev grading's answers compared with the baseline's (evaluate's explain)
+def _read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
-def say_trust(v: Verdict, when: str = "") -> None:
-    """The trust verdict in the verdict's one-line message."""
-    if v.trust.suspect:
-        v.message += f"; suspect{when}: " + "; ".join(v.trust.reasons[:3])
-    elif v.trust.needs_review:
-        v.message += "; needs review: " + v.trust.reasons[0]
-
-
-def judged_figure(v: Verdict) -> float | None:
-    """The figure a verdict is judged by: its speedup over the baseline, else the dev engine's own."""
-    return v.speedup if v.speedup is not None else (v.dev.value if v.dev else None)
-
-
-def restore_files(g: _Grading, config: dict, tfiles: dict[str, Path]) -> tuple[dict, dict[str, Path]]:
-    """The probe's config and files with the scope files as graded (`restore`: sandbox path ->
-    file beside the config), which the probe writes back where they differ."""
-    folder = g.log_dir / "trust"
-    folder.mkdir(parents=True, exist_ok=True)
-    restore, tfiles = {}, dict(tfiles)
-    for i, (rel, text) in enumerate(sorted((g.files or g.screened).items())):
-        if text is None:
-            continue
-        name = f"restore-{i}.txt"
-        (folder / name).write_text(text)
-        tfiles[name] = folder / name
-        restore[f"{g.task.source_root.rstrip('/')}/{rel}"] = name
-    return {**config, "probe": {**config.get("probe", {}), "restore": restore}}, tfiles

@@ -23,7 +23,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import lru_cache
-from typing import Any, Callable, Iterable, TypeVar
+from typing import Callable, Iterable, TypeVar
 
 from evaluator.backends.base import Backend, Capabilities, capabilities_of, forget, GradeRequest, GradeRun, InfraError, Prepared, Slot
 from evaluator.task import Task

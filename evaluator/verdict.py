@@ -192,3 +192,16 @@ def verdict_json(v: Verdict) -> str:
     """The one JSON object `pesflow evaluate --json` prints."""
     d = v.model_dump(mode="json", exclude={"raw"})
     return json.dumps(d)
+
+
+def say_trust(v: Verdict, when: str = "") -> None:
+    """The trust verdict in the verdict's one-line message."""
+    if v.trust.suspect:
+        v.message += f"; suspect{when}: " + "; ".join(v.trust.reasons[:3])
+    elif v.trust.needs_review:
+        v.message += "; needs review: " + v.trust.reasons[0]
+
+
+def judged_figure(v: Verdict) -> float | None:
+    """The figure a verdict is judged by: its speedup over the baseline, else the dev engine's own."""
+    return v.speedup if v.speedup is not None else (v.dev.value if v.dev else None)

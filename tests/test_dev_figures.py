@@ -188,3 +188,42 @@ def test_a_reference_named_after_the_one_scope_file_is_the_oracle_and_its_negati
     assert hidden.env["KERNELBENCH_ORACLE_FILE"] == "/.pesflow-reviewer/kernel.py" and hidden.artifact == "solution/kernel.py"
     dev = request(t, "negative", "dev", None)
     assert dev.source.files == {"toy/kernel.py": "def sum_squares(n):\n    return 0\n"}
+
+
+@needs_root
+def test_the_dev_reference_is_a_stage_graded_once_before_the_candidates(tmp_path, cache_dir):
+    """One worker, two dev gradings of candidates asked at once and no reference yet: the unchanged
+    code is graded once, before either candidate's grading takes the worker (none waits on another
+    while it holds its sandbox), and both candidates' figures are over it."""
+    import threading
+
+    toy_tasks_root(tmp_path / "tasks")
+    ev = Evaluator(EvaluatorConfig(workers=1, local=LocalConfig(cache_dir=str(cache_dir))), tasks_roots=[tmp_path / "tasks"],
+                   log_root=tmp_path / "logs")
+    asked: list[tuple[str, bool]] = []
+    grade = ev.backend.grade
+
+    def spy(prepared, request):
+        asked.append((request.grader, bool(request.files)))
+        return grade(prepared, request)
+    ev.backend.grade = spy
+    fast = "def sum_squares(n):\n    n -= 1\n    return n * (n + 1) * (2 * n + 1) // 6 if n > 0 else 0\n"
+    out: dict[int, object] = {}
+
+    def one(i: int) -> None:
+        out[i] = ev.evaluate("kfc/toy-sum", candidate=CandidateSource(files={"toy/kernel.py": fast + f"# {i}\n"}), grader="dev")
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(2)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=600)
+    finally:
+        ev.close()
+    assert not any(t.is_alive() for t in threads)
+    dev = [files for grader, files in asked if grader == "dev"]
+    assert dev[0] is False and dev.count(False) == 1 and dev.count(True) == 2, asked  # the reference first, once
+    refs = list(ev.dev_reference_dir.glob("*.json"))
+    assert len(refs) == 1 and json.loads((refs[0].with_suffix("") / "verdict.json").read_text())["mode"] == "noop"
+    for v in out.values():
+        assert v.status == Status.ok and v.dev is not None and v.speedup is not None and v.speedup > 1, (v.status, v.message)

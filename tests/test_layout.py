@@ -115,6 +115,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("evaluator.trust", "evaluator.grading_policy", "evaluator.mismatch", "evaluator.verdict",
      "evaluator.profile"),  # what a grading's records mean
     ("evaluator.backends",),  # where gradings run
+    ("evaluator.planned",),  # one grading as planned: what an evaluation's stages carry
     ("evaluator.parallel",),  # the workers in front of a backend
     ("evaluator.evaluation",),  # one candidate -> one verdict
     ("evaluator.calibrate", "evaluator.package_check"),  # commands' work over the evaluator
