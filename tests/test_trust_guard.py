@@ -113,6 +113,13 @@ def entry(x):
 """
 
 
+def test_a_child_python_that_keeps_site_is_not_guard_evasion(tmp_path):
+    kernel = ("import subprocess, sys\ndef entry(x):\n"
+              "    subprocess.run([sys.executable, '-I', '-c', 'pass'], check=True)\n"
+              "    subprocess.run([sys.executable, '-E', '-c', 'pass'], check=True)\n    return x\n")
+    assert families(guarded(tmp_path, kernel)) == {}
+
+
 def test_honest_code_is_not_flagged_and_the_inputs_are_kept(tmp_path):
     events = guarded(tmp_path, HONEST)
     assert families(events) == {}
@@ -138,6 +145,8 @@ def test_honest_code_is_not_flagged_and_the_inputs_are_kept(tmp_path):
     ("import sys\ndef entry(x):\n    n = len(sys.modules['__main__'].data)\n    return x\n", "grader_sniffed", "kernel.py:3"),
     ("class Lazy:\n    def __init__(s, x):\n        s.x = x\n    def __array__(s, *a, **k):\n        return s.x\n"
      "def entry(x):\n    return Lazy(x)\n", "lazy_output", None),
+    ("import subprocess, sys\ndef entry(x):\n    subprocess.run([sys.executable, '-uS', '-c', 'pass'])\n    return x\n",
+     "guard_evasion", "kernel.py:3"),  # without site: no guard in the child (pesflow_rules.skips_site)
 ])
 def test_each_way_of_cheating_is_named_where_it_happens(tmp_path, kernel, family, line):
     found = families(guarded(tmp_path, kernel))

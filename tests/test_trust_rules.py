@@ -35,3 +35,12 @@ def test_a_finding_takes_its_family_from_its_rule():
     assert f.family == "knows_who_asks" and f.reason() == "knows_who_asks: x"
     old = Finding(family="timer_replaced", evidence="y", screen="runtime")  # a verdict written before rule ids
     assert old.rule == "" and old.family == "timer_replaced"
+
+
+def test_one_definition_of_a_python_started_without_site():
+    """The static read and the guard ask the same function (pesflow_rules.skips_site): -S alone or
+    among other one-letter switches skips site, so the guard's .pth; -I and -E keep site."""
+    from evaluator.trust.inside.pesflow_rules import skips_site
+
+    assert all(skips_site(w) for w in ("-S", "-uS", "-IS", "-SBu"))
+    assert not any(skips_site(w) for w in ("-I", "-E", "-u", "-IE", "--S", "-Xdev", "-W", "S", "-c", "-m", "", None))

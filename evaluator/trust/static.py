@@ -38,7 +38,6 @@ WALKS = {"os.environ": ("static.environ_walked", "os.environ enumerated"), "sys.
 GRADER_ENV = re.compile(rules.GRADER_VAR_WRITTEN, re.I)
 HONEST_ENV = rules.HONEST_VAR_PREFIXES
 GRADER_PATHS = re.compile(rules.GRADER_PATH_WRITTEN)
-PY_FLAGS = re.compile(r"^-[bBdOqsuvRWX]*[SIE][bBdOqsuvRWXSIE]*$")  # python -S / -I / -E: no site, no guard
 CODE_ATTRS = ("__code__", "__defaults__", "__kwdefaults__")
 IDENT_CALLS = ("data_ptr", "tobytes", "unsafe_ptr")  # an argument's address or bytes, as a cache key
 WEAKDICTS, LOOKUPS = ("weakref.WeakKeyDictionary", "weakref.WeakValueDictionary"), ("get", "setdefault", "pop", "__getitem__")
@@ -376,10 +375,10 @@ class _Reader(ast.NodeVisitor):
             self.store(ast.Attribute(value=obj, attr=self.fold(name) or COMPUTED, ctx=ast.Store(), lineno=n.lineno), how)
 
     def _spawn(self, n: ast.Call, f: str) -> None:
-        """A python started with -S/-I/-E: no site-packages, so none of the guard they bring."""
+        """A python started with -S: no site-packages, so none of the guard they bring (rules.skips_site)."""
         nodes = [s for x in n.args for s in ast.walk(x)]
         tokens = [t for s in nodes if isinstance(s, ast.Constant) and isinstance(s.value, str) for t in s.value.split()]
-        flag = next((t for t in tokens if PY_FLAGS.match(t)), None)
+        flag = next((t for t in tokens if rules.skips_site(t)), None)
         if flag and (any(self.q(s) == "sys.executable" for s in nodes) or any("python" in t for t in tokens)):
             self.hit("static.python_without_site", f"{f} runs python {flag}", n)
 

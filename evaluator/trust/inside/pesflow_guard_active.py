@@ -13,6 +13,7 @@ grader. Standard library only; Python 3.8+.
 
 _STDLIB_HOPS = ("/inspect.py", "/traceback.py", "/os.py", "/_collections_abc.py", "/pathlib.py", "/io.py",
                 "/codecs.py", "/genericpath.py", "/posixpath.py", "/functools.py", "/shutil.py")
+_SPAWN_HOPS = ("/subprocess.py",)  # a process subprocess starts for the candidate: its own start
 
 
 def install(s):  # noqa: C901 - one closure so that no module global can switch it off
@@ -86,7 +87,8 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
 
     def culprit(depth, hops=False, limit=8):
         """The candidate's frame that caused this, if the nearest frame (past stdlib helpers
-        when `hops`; past any frame of the standard library when hops is "stdlib") is the
+        when `hops`, and subprocess's when it is "spawn"; past any frame of the standard library
+        when hops is "stdlib") is the
         candidate's; else None."""
         try:
             f = sys._getframe(depth)
@@ -98,7 +100,8 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
             if role(fn) == "candidate":
                 return f
             through = hops == "stdlib" and fn.startswith(stdlib) and "-packages" not in fn
-            if not (through or (hops and fn.endswith(_STDLIB_HOPS))) and not fn.startswith("<frozen"):
+            if not (through or (hops and fn.endswith(_STDLIB_HOPS)) or (hops == "spawn" and fn.endswith(_SPAWN_HOPS))) \
+                    and not fn.startswith("<frozen"):
                 return None
             f, n = f.f_back, n + 1
         return None
@@ -241,8 +244,8 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
                 words = [str(a) for a in (argv if isinstance(argv, (list, tuple)) else [argv])]
             except Exception:  # noqa: BLE001
                 return
-            if any(w in ("-S", "-I") or (w.startswith("-") and not w.startswith("--") and "S" in w[1:] and len(w) < 6) for w in words[1:3]):
-                blame("guard.python_without_site", "started %s without site hooks" % " ".join(words[:3]), hops=True, limit=12)
+            if any(pesflow_rules.skips_site(w) for w in words[1:3]):
+                blame("guard.python_without_site", "started %s without site hooks" % " ".join(words[:3]), hops="spawn", limit=12)
 
     def after_fork():
         pid[0] = os.getpid()

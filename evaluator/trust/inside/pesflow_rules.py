@@ -43,7 +43,7 @@ RULES = {
     "static.guard_hook_used": ("guard_evasion", "static", "audit hooks, tracers or the C API: what silences a guard", "sys.audit"),
     "static.pesflow_imported": ("guard_evasion", "static", "pesflow's own modules imported", ""),
     "static.pesflow_named": ("guard_evasion", "static", "pesflow named in a string", "docstrings"),
-    "static.python_without_site": ("guard_evasion", "static", "a python started with -S/-I/-E: no site-packages, no guard", ""),
+    "static.python_without_site": ("guard_evasion", "static", "a python started with -S: no site-packages, no guard", "-I and -E, which keep site"),
     "static.frame_read": ("caller_inspected", "static", "callers' frames read", ""),
     "static.gc_walked": ("gc_walked", "static", "the collector's objects walked", ""),
     "static.argv_read": ("grader_sniffed", "static", "the process's argv or __main__ read: which pass runs", "a script's own main block"),
@@ -69,7 +69,7 @@ RULES = {
     "guard.startup_file_written": ("guard_evasion", "guard", "a file interpreters run at start written (.pth, sitecustomize)", "a checkpoint's .pth outside site-packages"),
     "guard.image_module_moved": ("guard_evasion", "guard", "a module the image shipped given a new inode (its change time no longer old)", ""),
     "guard.pesflow_imported": ("guard_evasion", "guard", "pesflow's own modules imported by the candidate", ""),
-    "guard.python_without_site": ("guard_evasion", "guard", "a python started without site hooks: no guard in it", ""),
+    "guard.python_without_site": ("guard_evasion", "guard", "a python started with -S: no site-packages, no guard in it", "-I and -E, which keep site"),
     "guard.lazy_output": ("lazy_output", "guard", "an entry point returned a generator, proxy or function, not plain values", "functions whose contract returns one"),
     "guard.threads_left": ("unsynchronized_work", "guard", "threads left running after call after call", "a pool's workers started once"),
     "guard.work_left_running": ("unsynchronized_work", "guard", "a thread with the candidate's code on its stack, or an interval timer with its handler, still running as the process ended", "the harness's own threads and timers"),
@@ -136,3 +136,15 @@ TIMER_ATTRS = frozenset({
     "process_time_ns", "thread_time", "thread_time_ns", "default_timer", "timeit", "repeat", "Timer",
     "Event", "synchronize", "elapsed_time", "record", "query", "wait", "do_bench", "do_bench_cudagraph",
     "current_stream", "Stream", "cuda_timer", "clock", "get_clock_info"})
+
+
+# A python's own one-letter switches that take no value; a word of them with S in it starts
+# python without site, so without the site-packages .pth that loads the guard. -I and -E keep
+# site (pesflow's own probe runs under -I with the guard in): only S counts.
+_PYTHON_SWITCHES = frozenset("bBdEiIOPqsSuvx")
+
+
+def skips_site(word):
+    """Whether one word of a python's command line (`-S`, `-uS`, `-IS`) starts it without site."""
+    letters = word[1:] if isinstance(word, str) and word.startswith("-") and not word.startswith("--") else ""
+    return "S" in letters and set(letters) <= _PYTHON_SWITCHES
