@@ -177,16 +177,8 @@ class LocalBackend:
         scratch = run_dir / "scratch"
         _write_files(run_dir / "seed", task.source_root, request.files, home / "upper")
         env = {**meta["env"], "HOME": "/root", **request.env}
-        binds: list[tuple[Path, str]] = gpu_binds() if task.gpus else []
-        if request.grader == "hidden":
-            binds.append((task.tests_dir, "/tests"))
-        for name, host in request.reviewer_files.items():
-            binds.append((host, f"/.pesflow-reviewer/{name}"))
         trust = self._trust_setup(run_dir, prepared, request)
-        # on the scratch, so its size counts against the grading's disk cap; copied out with the logs
-        binds_rw = [(run_dir / "scratch" / "trust-out", instrument.OUT_DIR)] if trust else []
-        if trust:
-            binds.append((run_dir / "trust-in", instrument.CONFIG_DIR))
+        binds, binds_rw = _binds(task, request, run_dir, trust is not None)
         try:
             plan = RootPlan(layout=self.layout(task, env["HOME"]), image=home / "upper", skeleton=run_dir / "skel",
                             identity=self._identity(), root=run_dir / "root", trust=trust,
@@ -325,6 +317,21 @@ class LocalBackend:
 
     def close(self) -> None:  # nothing warm to release: layers stay cached on disk
         pass
+
+
+def _binds(task: Task, request: GradeRequest, run_dir: Path, trust: bool) -> tuple[list[tuple[Path, str]], list[tuple[Path, str]]]:
+    """The host folders a grading's root binds, read-only and writable (host path, path inside):
+    the GPU's, the hidden tests (hidden grader only), the reviewer's files, the guard's folders."""
+    binds: list[tuple[Path, str]] = gpu_binds() if task.gpus else []
+    if request.grader == "hidden":
+        binds.append((task.tests_dir, "/tests"))
+    for name, host in request.reviewer_files.items():
+        binds.append((host, f"/.pesflow-reviewer/{name}"))
+    # on the scratch, so its size counts against the grading's disk cap; copied out with the logs
+    binds_rw = [(run_dir / "scratch" / "trust-out", instrument.OUT_DIR)] if trust else []
+    if trust:
+        binds.append((run_dir / "trust-in", instrument.CONFIG_DIR))
+    return binds, binds_rw
 
 
 def _with_sandbox(meta: dict[str, Any], iso: isolation.Isolation) -> dict[str, Any]:
