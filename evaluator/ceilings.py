@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.hardware import cpu_model  # noqa: F401 - the machine's name, here too (ceilings.cpu_model)
+from evaluator.programs import MEASURE_CEILINGS
 
 # Datasheet figures, dense (no sparsity): memory bandwidth in GB/s, TFLOP/s per dtype. Facts,
 # from the vendors' published specifications; a fallback only.
@@ -35,103 +36,12 @@ KNOWN: dict[str, dict[str, Any]] = {
     "L40S": {"bandwidth_gbs": 864, "tflops": {"fp32": 91.6, "tf32": 183, "bf16": 362, "fp16": 362, "fp8": 733}},
 }
 
-# The GPU child's measurement: bandwidth as a device-to-device copy (read + write), FLOP/s as
-# square matmuls per dtype; the best of `reps` after a warm-up.
-_MEASURE_GPU = r"""
-import json, sys, time
-import torch
-small = sys.argv[1] == "small"
-def best(fn, reps):
-    fn(); torch.cuda.synchronize()
-    out = []
-    for _ in range(reps):
-        t = time.perf_counter(); fn(); torch.cuda.synchronize(); out.append(time.perf_counter() - t)
-    return min(out)
-p = torch.cuda.get_device_properties(0)
-facts = {"device": "cuda", "name": p.name, "sms": p.multi_processor_count, "memory_gib": round(p.total_memory / 2**30, 1),
-         "capability": "%d.%d" % (p.major, p.minor)}
-a = torch.empty(1 << 24 if small else 1 << 28, dtype=torch.float32, device="cuda")
-b = torch.empty_like(a)
-facts["bandwidth_gbs"] = round(2 * a.numel() * 4 / best(lambda: b.copy_(a), 3 if small else 5) / 1e9, 1)
-del a, b
-tflops = {}
-m = 2048 if small else 8192
-for name, dt in {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}.items():
-    try:
-        x = torch.randn(m, m, device="cuda").to(dt)
-        y = torch.randn(m, m, device="cuda").to(dt)
-        tflops[name] = float("%.4g" % (2 * m ** 3 / best(lambda: x @ y, 3) / 1e12))
-    except Exception:
-        pass
-facts["tflops"] = tflops
-print(json.dumps(facts))
-"""
-
-# The CPU child's measurement, torch or not: bandwidth as a large copy (read + write), over one
-# thread and over all cores (numpy's copy lets the GIL go: what a vectorized or threaded
-# candidate could reach), FLOP/s as numpy's square matmuls (its BLAS); without numpy a plain
-# buffer copy on one thread and no FLOP/s.
-_MEASURE_CPU = r"""
-import json, os, platform, sys, time
-small = sys.argv[1] == "small"
-def best(fn, reps):
-    fn()
-    out = []
-    for _ in range(reps):
-        t = time.perf_counter(); fn(); out.append(time.perf_counter() - t)
-    return min(out)
-try:
-    model = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
-except Exception:
-    model = platform.processor() or platform.machine()
-cores = os.cpu_count() or 1
-facts = {"device": "cpu", "name": model, "cores": cores}
-size = (1 << 24) if small else (1 << 28)
-reps = 3 if small else 5
-try:
-    import numpy as np
-except ImportError:
-    np = None
-if np is not None:
-    from concurrent.futures import ThreadPoolExecutor
-    a = np.ones(size // 8)
-    b = np.empty_like(a)
-    one = best(lambda: np.copyto(b, a), reps)
-    cut = [j * len(a) // cores for j in range(cores + 1)]
-    parts = [(a[cut[j]:cut[j + 1]], b[cut[j]:cut[j + 1]]) for j in range(cores)]
-    with ThreadPoolExecutor(cores) as pool:
-        every = best(lambda: list(pool.map(lambda ab: np.copyto(ab[1], ab[0]), parts)), reps)
-    facts["bandwidth_one_thread_gbs"] = round(2 * size / one / 1e9, 1)
-    facts["bandwidth_gbs"] = round(2 * size / min(one, every) / 1e9, 1)
-    facts["bandwidth_threads"] = cores if every < one else 1
-    del a, b, parts
-    m = 256 if small else 1024
-    tflops = {}
-    for name, dt in (("fp32", np.float32), ("fp64", np.float64)):
-        x = np.random.default_rng(0).standard_normal((m, m)).astype(dt)
-        y = np.random.default_rng(1).standard_normal((m, m)).astype(dt)
-        tflops[name] = float("%.4g" % (2 * m ** 3 / best(lambda: x @ y, reps) / 1e12))
-    facts["tflops"] = tflops
-    facts["how"] = "with numpy"
-else:
-    a = bytearray(size)
-    b = bytearray(size)
-    mb = memoryview(b)
-    def copy():
-        mb[:] = a
-    facts["bandwidth_gbs"] = facts["bandwidth_one_thread_gbs"] = round(2 * size / best(copy, reps) / 1e9, 1)
-    facts["bandwidth_threads"] = 1
-    facts["how"] = "with a plain buffer copy: no numpy, no FLOP/s"
-print(json.dumps(facts))
-"""
-
 
 def measure(device: str, small: bool = False, timeout: float = 300) -> dict[str, Any] | None:
     """The device's facts and measured ceilings ("cuda": the first GPU, with torch; "cpu", with
     numpy or none), or None where they cannot be measured here (a GPU without torch, no such device)."""
-    script = _MEASURE_GPU if device == "cuda" else _MEASURE_CPU
-    try:
-        out = subprocess.run([sys.executable, "-c", script, "small" if small else "full"], capture_output=True,
+    try:  # evaluator/programs/measure_ceilings.py, in a child: a failed import or a crash costs nothing here
+        out = subprocess.run([sys.executable, str(MEASURE_CEILINGS), device, "small" if small else "full"], capture_output=True,
                              text=True, timeout=timeout, env={**os.environ, "PYTHONWARNINGS": "ignore"})
     except (OSError, subprocess.TimeoutExpired):
         return None

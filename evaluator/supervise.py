@@ -10,70 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from evaluator.limits import STRAY_GRACE_SEC
+from evaluator.programs import COPY_OUT
 from evaluator.sandbox import CTL_READ, CTL_WRITE, q
-
-
-# Run by the namespace's init after every other process of the grading is dead (nothing can
-# swap a file for a link meanwhile): copies regular files only, never through a symlink,
-# each cut at a byte limit, within a total, and notes how full the scratch got.
-_COPY_OUT = r"""
-import os, stat, sys
-status, scratch, per_file, budget, results = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-args = sys.argv[6:]
-if args[:1] and args[0].startswith("@"):  # a follow-up's pairs, one path a line, written by the host
-    args = [a for a in open(args[0][1:]).read().split("\n") if a]
-pairs = list(zip(args[0::2], args[1::2]))
-# A result file whose inode changed after the grader returned (ctime: no candidate can set it
-# back) was forged by something that outlived the grader.
-end = None
-for line in open(status, errors="replace"):
-    if line.startswith("grader_end="):
-        end = float(line.split("=", 1)[1] or 0)
-forged = []
-for r in [r for r in results.split("\n") if r] if end else []:
-    try:
-        if os.lstat(r).st_ctime > end + 0.02:
-            forged.append(r)
-    except (OSError, ValueError):
-        pass
-files = 0
-def one(src, dest):
-    global budget, files
-    if budget <= 0 or files >= 5000:
-        return
-    try:
-        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return
-        data = f.read(min(per_file, budget))
-    os.makedirs(os.path.dirname(dest), exist_ok=True)
-    with open(dest, "wb") as out:
-        out.write(data)
-    budget -= len(data)
-    files += 1
-for src, dest in pairs:
-    try:
-        st = os.lstat(src)
-    except OSError:
-        continue
-    if stat.S_ISDIR(st.st_mode):
-        for top, dirs, names in os.walk(src, followlinks=False):
-            dirs.sort()
-            for n in sorted(names):
-                one(os.path.join(top, n), os.path.join(dest, os.path.relpath(os.path.join(top, n), src)))
-    else:
-        one(src, dest)
-with open(status, "a") as f:
-    if scratch:
-        v = os.statvfs(scratch)
-        f.write("scratch_used=%d\nscratch_total=%d\ninodes_free=%d\n" % ((v.f_blocks - v.f_bfree) * v.f_frsize, v.f_blocks * v.f_frsize, v.f_ffree))
-    f.write("copied_files=%d\n" % files)
-    if forged:
-        f.write("forged=%s\n" % " ".join(forged))
-"""
 
 
 def supervised_command(command: str, *, proc: Path, status: Path, python: str, copy_out: list[tuple[Path, Path]],
@@ -86,10 +24,11 @@ def supervised_command(command: str, *, proc: Path, status: Path, python: str, c
     which stays to: note the grader's exit and time in `status` (a host file the grader
     cannot see), name the processes that outlived it by more than `stray_grace` seconds
     (`strays=`; helpers still exiting, e.g. a compile pool, get that long), kill everything
-    left, and copy `copy_out` (src, dest) pairs to the host before the namespace, and any
-    tmpfs scratch with it, is gone (`bulk_copy` pairs too, with the larger per-file and total
-    limits `bulk_bytes`: the trust screen's kept inputs), noting `forged=` for any of `results` (host paths of the
-    grader's result files) changed after the grader returned. SIGUSR1 does the same at once (a
+    left, and copy `copy_out` (src, dest) pairs to the host (evaluator/programs/copy_out.py)
+    before the namespace, and any tmpfs scratch with it, is gone (`bulk_copy` pairs too, with
+    the larger per-file and total limits `bulk_bytes`: the trust screen's kept inputs), noting
+    `forged=` for any of `results` (host paths of the grader's result files) changed after the
+    grader returned. SIGUSR1 does the same at once (a
     stop); other signals are noted (`signalled=`) and change nothing.
 
     With `follow` (a host folder), the init then says `graded RC` on its pipe and runs each
@@ -114,7 +53,7 @@ def supervised_command(command: str, *, proc: Path, status: Path, python: str, c
     pairs = " ".join(f"{q(a)} {q(b)}" for a, b in copy_out)
     tick = q(status.with_name(status.name + ".tick"))
     bulk_pairs = " ".join(f"{q(a)} {q(b)}" for a, b in bulk_copy)
-    bulk = (f"{q(python)} -I -S -c {q(_COPY_OUT)} /dev/null '' {int(bulk_bytes[0])} {int(bulk_bytes[1])} '' {bulk_pairs}"
+    bulk = (f"{q(python)} -I -S {q(COPY_OUT)} /dev/null '' {int(bulk_bytes[0])} {int(bulk_bytes[1])} '' {bulk_pairs}"
             if bulk_copy else ":")
     # the grader's child holds no pipe of the host's: only this init can say a phase is over
     close_ctl = f" {{{CTL_WRITE}}}>&- {{{CTL_READ}}}<&-" if follow else ""
@@ -181,7 +120,7 @@ wind_up() {{
   if [ "$1" = spare ]; then reap_but_warm; {f": > {q(warm_over)}" if warm_over else ":"}; else reap; fi
   [ "$1" = late ] && start_warm
   {after_grader or ":"}
-  {q(python)} -I -S -c {q(_COPY_OUT)} "$S" {q(scratch or '')} {int(max_file_bytes)} {int(max_total_bytes)} {q(chr(10).join(map(str, results)))} {pairs}
+  {q(python)} -I -S {q(COPY_OUT)} "$S" {q(scratch or '')} {int(max_file_bytes)} {int(max_total_bytes)} {q(chr(10).join(map(str, results)))} {pairs}
   {bulk}
 }}
 trap 'note stopped=1; wind_up; exit 137' USR1
@@ -230,7 +169,7 @@ while read -r -u "${CTL_READ}" cmd && [ "$cmd" = run ]; do
   note "grader_end=$EPOCHREALTIME" "grader_rc=$r"
   reap
   note "reaped=$EPOCHREALTIME"
-  {q(python)} -I -S -c {q(_COPY_OUT)} "$S" '' {int(bulk_bytes[0])} {int(bulk_bytes[1])} '' @{f}/copy
+  {q(python)} -I -S {q(COPY_OUT)} "$S" '' {int(bulk_bytes[0])} {int(bulk_bytes[1])} '' @{f}/copy
   note "copied=$EPOCHREALTIME"
   printf 'ran %s\\n' "$r" >&"${CTL_WRITE}"
 done

@@ -111,7 +111,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("evaluator.config", "evaluator.benchmark", "evaluator.dev_details", "evaluator.feedback", "evaluator.task", "evaluator.catalog",
      "evaluator.candidate", "evaluator.modes", "evaluator.scoring", "evaluator.hardware", "evaluator.device",
      "evaluator.ceilings", "evaluator.dockerfile", "evaluator.isolation", "evaluator.limits", "evaluator.sandbox",
-     "evaluator.supervise"),  # the package, its settings, the machine and the sandbox
+     "evaluator.supervise", "evaluator.programs"),  # the package, its settings, the machine and the sandbox (and their scripts)
     ("evaluator.trust", "evaluator.grading_policy", "evaluator.mismatch", "evaluator.verdict",
      "evaluator.profile"),  # what a grading's records mean
     ("evaluator.backends",),  # where gradings run
@@ -185,3 +185,4 @@ def test_no_upward_import_in_agent_or_evaluator():
     graph = import_graph()
     assert graph["agent.llm.gateway"] and graph["evaluator.grading_policy"]  # the graph is real
     assert upward(graph, LAYERS, UPWARD_EXCEPTIONS) == []
+

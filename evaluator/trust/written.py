@@ -23,6 +23,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
+from evaluator.programs import WRITTEN_SCAN
 from evaluator.sandbox import q
 from evaluator.trust.instrument import INSIDE
 from evaluator.trust.inside.pesflow_rules import family
@@ -31,52 +32,6 @@ RULE_FILE = INSIDE / "pesflow_guard_startup.py"
 MAX_FOUND = 50  # named in full up to here: one is enough to be suspect
 MAX_TEXT = 16384  # a found file's text is sent (graders_own) up to this many bytes
 SCAN_FILE = "written-startup.json"  # scan_command's output, in a local grading's run folder
-
-# Run by a local grading's init (the host's python, -I -S) after the grader's processes are
-# dead, without following links: the startup files in each walked (folder, its path in the
-# sandbox) (a whiteout, the mark of a removed file, counts: the guard's own .pth deleted is the
-# guard switched off); and the Python files of each writable path's upper layer that one of its
-# lower layers (the image) also holds, less the candidate's own: a module of the image rewritten,
-# touched or removed during the grading. Written to a JSON file, as sandbox paths.
-_SCAN = r"""
-import json, os, stat, sys
-out, rule, spec = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-ns = {}
-exec(compile(open(rule).read(), rule, "exec"), ns)
-found, image = [], []
-def removed(p):
-    try:
-        return stat.S_ISCHR(os.lstat(p).st_mode)
-    except OSError:
-        return False
-def text(p):
-    try:
-        st = os.lstat(p)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > %d:
-            return None
-        with open(p, "rb") as f:
-            return f.read().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-for folder, where in spec["walk"]:
-    for top, dirs, names in os.walk(folder, followlinks=False):
-        for n in dirs + names:
-            path = where.rstrip("/") + "/" + os.path.relpath(os.path.join(top, n), folder)
-            if ns["startup_file"](path) and len(found) < %d:
-                found.append([path, removed(os.path.join(top, n)), text(os.path.join(top, n))])
-skip = tuple("/" + r for r in spec["skip"])
-for upper, where, lowers in spec["image"]:
-    for top, dirs, names in os.walk(upper, followlinks=False):
-        for n in names:
-            rel = os.path.relpath(os.path.join(top, n), upper)
-            path = where.rstrip("/") + "/" + rel
-            if n.endswith(".py") and not path.endswith(skip) and len(image) < %d and \
-                    any(os.path.lexists(os.path.join(low, rel)) for low in lowers):
-                image.append([path, removed(os.path.join(top, n))])
-with open(out, "w") as f:
-    json.dump({"found": found, "image": image}, f)
-""" % (MAX_TEXT, MAX_FOUND, MAX_FOUND)
-
 
 def _rule():
     spec = importlib.util.spec_from_file_location("pesflow_guard_startup", RULE_FILE)
@@ -93,10 +48,12 @@ def scan_command(python: str, walk: list[tuple[Path, str]], image: list[tuple[Pa
     """The init's shell line that writes to `out` what the grading wrote that matters here:
     startup files in `walk` ((host folder, its path in the sandbox): the grading's writable
     layer), and modules of the image in `image` ((upper layer, its path, its lower layers) per
-    writable path), less the candidate's own files (`skip`, candidate_paths)."""
+    writable path), less the candidate's own files (`skip`, candidate_paths). The scan is
+    evaluator/programs/written_scan.py, run by the host's `python` (-I -S) with every process of
+    the grading dead, without following links; it names the files as sandbox paths."""
     spec = {"walk": [[str(h), w] for h, w in walk], "image": [[str(u), w, [str(x) for x in lows]] for u, w, lows in image],
-            "skip": sorted(skip)}
-    return f"{q(python)} -I -S -c {q(_SCAN)} {q(out)} {q(RULE_FILE)} {q(json.dumps(spec))}"
+            "skip": sorted(skip), "max_found": MAX_FOUND, "max_text": MAX_TEXT}
+    return f"{q(python)} -I -S {q(WRITTEN_SCAN)} {q(out)} {q(RULE_FILE)} {q(json.dumps(spec))}"
 
 
 def read_scan(out: Path) -> list[dict[str, Any]] | None:
