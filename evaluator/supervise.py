@@ -60,6 +60,20 @@ def supervised_command(command: str, *, proc: Path, status: Path, python: str, c
     follow_lines = _follow_lines(follow, python, bulk_bytes, close_ctl) if follow else ""
     warm_lines = _warm_lines(follow, warm, close_ctl) if follow and warm and not warm_late else 'W=""\n'
     late_lines = _warm_late_lines(follow, warm, warm_over, close_ctl) if follow and warm and warm_late else ""
+    spare = f": > {q(warm_over)}" if warm_over else ":"
+    copy = (f"{q(python)} -I -S {q(COPY_OUT)} \"$S\" {q(scratch or '')} {int(max_file_bytes)} {int(max_total_bytes)} "
+            f"{q(chr(10).join(map(str, results)))} {pairs}")
+    wind = ("late" if warm_late else "spare") if follow and warm else ""
+    return (_init_functions(status, proc, tick, spare, after_grader or ":", copy, bulk)
+            + _grader_lines(command, close_ctl, warm_lines + late_lines, proc_glob, stray_grace, wind)
+            + follow_lines + 'exit "$rc"\n')
+
+
+def _init_functions(status: Path, proc: Path, tick: str, spare: str, after_grader: str, copy: str, bulk: str) -> str:
+    """The init's shell functions: notes, a process's start time, whether any process of the
+    grading is alive, the reaps (sparing the warm probe or not), and the wind-up after the grader
+    (`spare`: the line once the rest are gone; `after_grader`, then the copies `copy` and `bulk`)."""
+    proc_glob = f"{q(proc)}/[0-9]*"
     return f"""set +e
 S={q(status)}
 note() {{ printf '%s\\n' "$@" >> "$S"; }}
@@ -117,17 +131,23 @@ reap_but_warm() {{
 }}
 wind_up() {{
   trap '' USR1
-  if [ "$1" = spare ]; then reap_but_warm; {f": > {q(warm_over)}" if warm_over else ":"}; else reap; fi
+  if [ "$1" = spare ]; then reap_but_warm; {spare}; else reap; fi
   [ "$1" = late ] && start_warm
-  {after_grader or ":"}
-  {q(python)} -I -S {q(COPY_OUT)} "$S" {q(scratch or '')} {int(max_file_bytes)} {int(max_total_bytes)} {q(chr(10).join(map(str, results)))} {pairs}
+  {after_grader}
+  {copy}
   {bulk}
 }}
-trap 'note stopped=1; wind_up; exit 137' USR1
+"""
+
+
+def _grader_lines(command: str, close_ctl: str, warm: str, proc_glob: str, stray_grace: float, wind: str) -> str:
+    """The grader run as the init's child, its exit and time noted, the strays named after
+    `stray_grace`, then the wind-up (`wind`: spare the warm probe, start it late, or neither)."""
+    return f"""trap 'note stopped=1; wind_up; exit 137' USR1
 # Only the grading itself can signal this init (the host sends USR1 alone): noted as tampering,
 # and the grader is waited for all the same. Caught, not ignored, so the grader gets defaults.
 for s in INT TERM HUP QUIT USR2 ALRM; do trap "note signalled=$s" "$s"; done
-{warm_lines}{late_lines}note "grader_start=$EPOCHREALTIME"
+{warm}note "grader_start=$EPOCHREALTIME"
 ( exec 9>&-{close_ctl}; {command} ) &
 g=$!
 wait "$g"
@@ -148,10 +168,8 @@ for p in {proc_glob}; do
   strays+=("$n:${{c//[^A-Za-z0-9._-]/_}}")
 done
 [ "${{#strays[@]}}" -gt 0 ] && note "strays=${{strays[*]:0:20}}"
-wind_up {("late" if warm_late else "spare") if follow and warm else ""}
-{follow_lines}exit "$rc"
+wind_up {wind}
 """
-
 
 def _follow_lines(follow: Path, python: str, bulk_bytes: tuple[int, int], close_ctl: str) -> str:
     f = q(follow)
