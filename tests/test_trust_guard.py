@@ -113,6 +113,21 @@ def entry(x):
 """
 
 
+@pytest.mark.parametrize("entry", [
+    "import functools\ndef _impl(x, scale):\n    return x * scale\nentry = functools.partial(_impl, scale=1)\n",
+    "class _K:\n    def run(self, x):\n        return x + 0\nentry = _K().run\n",
+    "import functools\nclass _K:\n    def run(self, x, s):\n        return x * s\nentry = functools.partial(_K().run, s=1)\n",
+], ids=["partial", "bound_method", "partial_of_a_bound_method"])
+def test_an_entry_point_that_is_not_a_plain_function_is_watched_by_its_name(tmp_path, entry):
+    """The harness's k.entry sampled and kept whatever kind of callable it is, under the name the
+    harness took it by (what the probe looks up again, in the candidate's module and the baseline's)."""
+    events = guarded(tmp_path, entry)
+    assert families(events) == {}
+    recs = runtime.records(events, socket_used=False)
+    assert recs and {r["fn"] for r in recs} == {"entry"} and all(r["argv"][-1] == "timing" for r in recs)
+    assert {e["fn"] for e in events if e["kind"] == "call"} == {"submission.kernel:entry"}
+
+
 def test_a_child_python_that_keeps_site_is_not_guard_evasion(tmp_path):
     kernel = ("import subprocess, sys\ndef entry(x):\n"
               "    subprocess.run([sys.executable, '-I', '-c', 'pass'], check=True)\n"

@@ -26,7 +26,7 @@ def install(g):
     spent = [0.0]  # the guard's own time in sampled calls (its figure, reported at exit)
     kept = {}
     kept_ids = set()
-    lasts = []  # ([latest unsampled call], module, function, entry id) of each of the candidate's entry points
+    lasts = []  # ([latest unsampled call], module, entry's name, entry id) of each of the candidate's entry points
     too_large = set()  # entry points that had an input too large to keep (never pickled, never held)
 
     def disguised(t):
@@ -107,14 +107,17 @@ def install(g):
     objects = pesflow_guard_objects.install({**g, "kind": kind, "weakref": weakref})
     instrument_class = objects["instrument_class"]
 
-    def wrapper(fn, role_name, module):
+    def wrapper(fn, role_name, module, name=None):
+        """`fn`, any callable of the candidate's the harness took from `module` as `name` (its
+        attribute there: what the probe looks up again in the candidate's module and the baseline's)."""
+        name = name or fn.__name__
         n = [0]
-        fid = "%s:%s" % (module.__name__, fn.__name__)
+        fid = "%s:%s" % (module.__name__, name)
         last = [None]  # the latest call that was not sampled, by reference: kept at exit (a timed pass's last call)
         drawn = [2]  # the call drawn in this doubling (from this power of two to the next)
         plain_types = set()  # the types of its outputs seen plain: every call's output type is looked at (lazy ones)
         if record and role_name == "candidate":
-            lasts.append((last, module, fn, fid))
+            lasts.append((last, module, name, fid))
 
         def call(*a, **k):
             n[0] += 1
@@ -159,12 +162,12 @@ def install(g):
                 kd = kind(out)  # pesflow decides whether it is lazy (the baseline may define the same class)
                 emit("call", role=role_name, fn=fid, n=i, returned=type(out).__name__, unplain=kd, threads_left=left)
                 if record and role_name == "candidate" and kd is None:
-                    note_answer((fid, fn.__name__, getattr(module, "__file__", None)), i, lambda: seen.fingerprint((a, k)), out)
+                    note_answer((fid, name, getattr(module, "__file__", None)), i, lambda: seen.fingerprint((a, k)), out)
                 if record and role_name == "candidate" and id(a) not in kept_ids:
                     if rough_size((a, k)) > cfg.get("max_record_bytes", 64 << 20):
                         if fid not in too_large:  # said once: a timed pass repeats its large inputs
                             too_large.add(fid)
-                            emit("record_skipped", fn=fn.__name__, why="too large")
+                            emit("record_skipped", fn=name, why="too large")
                     else:
                         mine = kept.setdefault(fid, [])
                         if len(mine) >= _KEEP:
@@ -178,7 +181,7 @@ def install(g):
                         # what the harness got, and what it asked (outputs too large to hold: none)
                         got = seen.snapshot(out) if kd is None and rough_size(out) <= cfg.get("max_record_bytes", 64 << 20) \
                             else seen.NOT_PLAIN
-                        mine.append([role_name, getattr(module, "__file__", None), module.__name__, fn.__name__, i, a, k,
+                        mine.append([role_name, getattr(module, "__file__", None), module.__name__, name, i, a, k,
                                      got, seen.fingerprint((a, k))])
                         records.append(mine[-1])
             finally:
@@ -201,6 +204,23 @@ def install(g):
         guard's own work (traced events) stays the same from one grading to the next."""
         return int.from_bytes(hashlib.sha256(b"%s|%s|%d" % (salt, fid.encode(), i)).digest()[:4], "little")
 
+    def code_behind(v):
+        """The plain function that runs when `v` is called, where `v` is a callable the harness can
+        only call, taken as an entry point: a bound method, a functools.partial (of either). A
+        class is watched through its instances (instrument_class); an instance with __call__ is
+        left as it is (a harness may use its other attributes, which a wrapper would hide)."""
+        for _ in range(4):  # a partial of a bound method of ...: a few hops, never a loop
+            t = type(v)
+            if t is types.FunctionType:
+                return v
+            if t is types.MethodType:
+                v = v.__func__
+            elif getattr(t, "__module__", "") == "functools" and t.__name__ == "partial":
+                v = v.func
+            else:
+                return None
+        return None
+
     def entry_module_class(role_name):
         cache = {}
 
@@ -209,7 +229,8 @@ def install(g):
                 v = types.ModuleType.__getattribute__(self, name)
                 if name[:1] == "_":
                     return v
-                if type(v) is not types.FunctionType:
+                code = v if type(v) is types.FunctionType else code_behind(v)
+                if code is None:
                     if record and role_name == "candidate" and isinstance(v, type) and getattr(v, "__module__", None) == self.__name__ \
                             and not getattr(local, "busy", False) and role(sys._getframe(1).f_code.co_filename) is None:
                         instrument_class(v, self)  # the harness takes the candidate's class: its first instance is kept
@@ -217,12 +238,12 @@ def install(g):
                 w = cache.get(name)
                 if w is not None and w.__wrapped__ is v:
                     return w
-                if role(v.__code__.co_filename) != role_name or getattr(local, "busy", False):
+                if role(code.__code__.co_filename) != role_name or getattr(local, "busy", False):
                     return v
                 caller = sys._getframe(1).f_code.co_filename
                 if role(caller) is not None:
                     return v  # the candidate's own use of its module: never slowed
-                w = cache[name] = wrapper(v, role_name, self)
+                w = cache[name] = wrapper(v, role_name, self, name)
                 return w
 
             def __setattr__(self, name, value):
@@ -284,7 +305,7 @@ def install(g):
         except Exception:  # noqa: BLE001 - never the end event's loss
             pass
         saved = []
-        for cell, module, fn, fid in lasts:  # a timed pass's last call: what the grader got from it, copied now
+        for cell, module, name, fid in lasts:  # a timed pass's last call: what the grader got from it, copied now
             if cell[0] is None:
                 continue
             i, a, k, out = cell[0]
@@ -292,7 +313,7 @@ def install(g):
             lim = cfg.get("max_record_bytes", 64 << 20)
             if rough_size((a, k)) <= lim:
                 got = seen.snapshot(out) if kind(out) is None and rough_size(out) <= lim else seen.NOT_PLAIN
-                records.append(["candidate", getattr(module, "__file__", None), module.__name__, fn.__name__, i, a, k,
+                records.append(["candidate", getattr(module, "__file__", None), module.__name__, name, i, a, k,
                                 got, seen.fingerprint((a, k))])
         kept_objects = objects["object_records"]()
         if (records or kept_objects) and rec_fh[0] is not None:
