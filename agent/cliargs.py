@@ -99,7 +99,14 @@ def _common(p: argparse.ArgumentParser, roots: bool = True, level: str = "") -> 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="pesflow", description="Evolutionary kernel search over Φ-Bench task packages.")
     sub = parser.add_subparsers(dest="command", required=True)
+    # in the order `pesflow --help` lists them
+    for add in (_tasks_args, _evaluate_args, _run_args, _resume_args, _replay_args, _audit_args, _import_args,
+                _calibrate_args, _baselines_args, _review_args, _report_args):
+        add(sub)
+    return parser
 
+
+def _tasks_args(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tasks", help="list the 85 Φ-Bench tasks and where each package is found; fetch or check them")
     _common(p)
     p.add_argument("--json", action="store_true", help="print one JSON array")
@@ -117,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--out", metavar="DIR", default="traces/tasks-check", help="results.jsonl (resumable), tasks-check.md/.json")
     c.add_argument("--json", action="store_true", dest=f"{SUB}json", help="print one JSON array")
 
+
+def _evaluate_args(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("evaluate", help="grade one candidate (or noop/oracle/negative) on a task")
     _common(p)
     p.add_argument("task", help="<bench>/<dir>, e.g. kfc/wre-router-power-of-two-choices-loop16, or a package folder")
@@ -129,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="for GPU tasks: cpu checks correctness on the CPU with small shapes (no reward)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
+
+def _run_args(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="search for a faster candidate: plan -> execute -> evaluate -> summarize, for N rounds")
     _common(p)
     p.add_argument("task", help="<bench>/<dir> or a package folder")
@@ -141,6 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", metavar="DIR", help="where run directories go (default traces/)")
     p.add_argument("--quiet", action="store_true", help="no live display: one plain line per round")
 
+
+def _resume_args(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("resume", help="continue a stopped, killed or finished run from its last checkpoint")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--from-round", type=int, metavar="K", help="continue from the checkpoint of round K instead of the last")
@@ -149,20 +162,28 @@ def build_parser() -> argparse.ArgumentParser:
                    help="raise the run's USD cap (counted over the whole run, resumes included)")
     p.add_argument("--quiet", action="store_true")
 
+
+def _replay_args(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("replay", help="re-run a recorded search with every LLM answer from its journal (no network)")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--regrade", action="store_true", help="grade every candidate again and compare with the record")
     p.add_argument("--out", metavar="DIR", help="where the replay's run directory goes")
     p.add_argument("--quiet", action="store_true")
 
+
+def _audit_args(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("audit", help="check a run directory (or a LoongFlow trace) and exit non-zero on any violation")
     p.add_argument("path", metavar="DIR")
     p.add_argument("--json", action="store_true")
 
+
+def _import_args(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("import", help="convert a LoongFlow run or published trace mirror into a pesflow run directory")
     p.add_argument("dir", metavar="DIR", help="the trace: the folder holding database/, iteration/, evaluator/")
     p.add_argument("--out", metavar="RUN_DIR", help="the new run directory (default: <run.out>/loongflow/<DIR's name>)")
 
+
+def _calibrate_args(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("calibrate", help="re-measure a task's anchor here: the oracle against the frozen baseline")
     _common(p)
     p.add_argument("task")
@@ -170,6 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="measure and print, write nothing")
     p.add_argument("--json", action="store_true")
 
+
+def _baselines_args(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("baselines", help="run a matrix of methods x tasks x seeds into summary.jsonl, tables and figures")
     _common(p)
     p.add_argument("baselines_config", metavar="CONFIG", help="a baselines YAML file (configs/baselines.yaml documents one)")
@@ -177,6 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
                    help="run the cells as Ray tasks on a cluster (default address: evaluator.ray.address's auto)")
 
+
+def _review_args(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("review", help="a person's decision on a flagged grading: accept (it counts) or reject (it does not)")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("id", metavar="ID", help="a candidate id (as run.json's suspects and the report show it, e.g. r03-c0) "
@@ -185,9 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reject", action="store_true", help="its figures do not count")
     p.add_argument("--why", metavar="TEXT", help="why, for whoever reads the run later (required)")
 
+
+def _report_args(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="write one self-contained HTML page about a run: tree, diffs, verdicts, lessons, costs")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--out", metavar="FILE.html", help="where the page goes (default RUN_DIR/report.html)")
-    return parser
-
-

@@ -148,56 +148,86 @@ def run(script: str, *, network: bool, timeout: float, env: dict[str, str] | Non
         plan = Plan.make(limits) if limits is not None else None
     except LimitError as e:
         raise SandboxUnavailable(str(e)) from None
+    argv = _argv(iso, network, plan, script, supervised=followups is not None)
+    start = time.monotonic()
+    env = dict(env if env is not None else {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+    ctl = _Control() if followups is not None else None
+    if ctl is not None:
+        env.update(ctl.env())
+    box = _Sandbox(argv, env, plan, ctl, start, max_output, _Stops(grace, watch, max_output_total))
+    try:
+        said = box.wait_for(start + timeout, "graded" if ctl is not None else None)
+        if said is not None and followups is not None:
+            box.follow(said, followups)
+    finally:
+        box.end()
+    if _stopping.is_set() and not box.killed:
+        raise Interrupted()
+    return box.result()
+
+
+def _argv(iso: Isolation, network: bool, plan: Plan | None, script: str, supervised: bool) -> list[str]:
     # limits held inside the namespace (rootless: RLIMIT_NPROC counts the namespace's own processes there)
     inner = plan.inner_lines() if plan is not None else ""
-    if followups is not None:
+    if supervised:
         inner = _Control.REMAP + inner
     argv = [*iso.unshare(network), "bash", "-c", inner + script]
     if plan is not None:
         argv = plan.wrap(argv)
     # SIGKILL when the thread that started it dies, pesflow killed included (set in the child by
     # setpriv before its exec: no Python runs between fork and exec).
-    argv = [_setpriv(), "--pdeathsig", "KILL", "--", *argv]
-    start = time.monotonic()
-    env = dict(env if env is not None else {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
-    ctl = _Control() if followups is not None else None
-    if ctl is not None:
-        env.update(ctl.env())
-    try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, so the kill below reaches unshare and its helpers
-            env=env, pass_fds=ctl.inner if ctl is not None else (),
-        )
-    except OSError:
-        if plan is not None:
-            plan.remove()
+    return [_setpriv(), "--pdeathsig", "KILL", "--", *argv]
+
+
+@dataclass
+class _Stops:
+    """What stops a sandbox besides its timeout and limits, and how gently."""
+    grace: float
+    watch: Callable[[int], str | None] | None
+    max_output_total: int | None
+
+
+class _Sandbox:
+    """A started sandbox: its unshare, output, limits and pipes to the init; why it was stopped."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], plan: Plan | None, ctl: "_Control | None", start: float,
+                 max_output: int, stops: _Stops):
+        self.plan, self.ctl, self.start, self.stops = plan, ctl, start, stops
+        try:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group, so the kill below reaches unshare and its helpers
+                env=env, pass_fds=ctl.inner if ctl is not None else (),
+            )
+        except OSError:
+            if plan is not None:
+                plan.remove()
+            if ctl is not None:
+                ctl.close()
+            raise
         if ctl is not None:
-            ctl.close()
-        raise
-    if ctl is not None:
-        ctl.started()
-    with _live_lock:
-        _live[proc.pid] = proc
-    sink = BoundedSink(max_output)
+            ctl.started()
+        with _live_lock:
+            _live[self.proc.pid] = self.proc
+        self.sink = BoundedSink(max_output)
+        self.reader = threading.Thread(target=self._pump, daemon=True)
+        self.reader.start()
+        self.killed: str | None = None
+        self.pid1: int | None = None
+        self.usage: dict = {}
 
-    def pump() -> None:
-        assert proc.stdout is not None
-        for chunk in iter(lambda: proc.stdout.read1(65536), b""):
-            sink.feed(chunk)
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for chunk in iter(lambda: self.proc.stdout.read1(65536), b""):
+            self.sink.feed(chunk)
 
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    killed: str | None = None
-    pid1: int | None = None
-
-    def wait_for(deadline: float, word: str | None) -> str | None:
+    def wait_for(self, deadline: float, word: str | None) -> str | None:
         """Watch the limits until the sandbox ends, or (with `word`) until the init says it:
         the init's line, or None when the sandbox ended or was stopped first."""
-        nonlocal killed, pid1
+        proc, ctl = self.proc, self.ctl
         while True:
             wait = max(0.0, min(POLL_SEC, deadline - time.monotonic()))
             if word is not None and ctl is not None:
@@ -212,60 +242,64 @@ def run(script: str, *, network: bool, timeout: float, env: dict[str, str] | Non
                     return None
                 except subprocess.TimeoutExpired:
                     pass
-            pid1 = pid1 or _namespace_init(proc.pid)
-            if time.monotonic() >= deadline:
-                killed = "timeout"
-            elif max_output_total is not None and sink.total > max_output_total:
-                killed = OUTPUT_LIMIT
-            else:
-                killed = (plan.breach(pid1) if plan is not None else None) or (watch(pid1) if watch and pid1 else None)
-            if killed:
-                _stop(proc, pid1, grace)
+            self.pid1 = self.pid1 or _namespace_init(proc.pid)
+            self.killed = self._stop_reason(deadline)
+            if self.killed:
+                _stop(proc, self.pid1, self.stops.grace)
                 return None
 
-    try:
-        said = wait_for(start + timeout, "graded" if ctl is not None else None)
-        if said is not None and ctl is not None and followups is not None:
-            phase = SandboxResult(returncode=_rc(said), timed_out=False, seconds=time.monotonic() - start,
-                                  killed=plan.breach(None) if plan is not None else None,
-                                  output=sink.text(), usage={"output_bytes": sink.total, **(plan.usage() if plan else {})},
-                                  warnings=list(plan.warnings) if plan else [], mechanisms=dict(plan.mechanisms) if plan else {},
-                                  unenforced=list(plan.unenforced) if plan else [])
-            try:
-                followups(phase, FollowUp(ctl, sink, wait_for, lambda: killed))
-            finally:
-                ctl.say("end")
-            try:  # the init exits once told: no limit is watched for that moment
-                proc.wait(timeout=max(grace, 5.0))
-            except subprocess.TimeoutExpired:
-                _killpg(proc.pid)
-    finally:
-        if ctl is not None:
-            ctl.close()
-        if proc.poll() is None:
-            _killpg(proc.pid)
-        proc.wait()
+    def _stop_reason(self, deadline: float) -> str | None:
+        plan, watch, pid1 = self.plan, self.stops.watch, self.pid1
+        if time.monotonic() >= deadline:
+            return "timeout"
+        if self.stops.max_output_total is not None and self.sink.total > self.stops.max_output_total:
+            return OUTPUT_LIMIT
+        return (plan.breach(pid1) if plan is not None else None) or (watch(pid1) if watch and pid1 else None)
+
+    def follow(self, said: str, followups: "Callable[[SandboxResult, FollowUp], None]") -> None:
+        """The grader is over: its phase's result handed to `followups` with a FollowUp, then the init told to end."""
+        plan, ctl, sink = self.plan, self.ctl, self.sink
+        assert ctl is not None
+        phase = SandboxResult(returncode=_rc(said), timed_out=False, seconds=time.monotonic() - self.start,
+                              killed=plan.breach(None) if plan is not None else None,
+                              output=sink.text(), usage={"output_bytes": sink.total, **(plan.usage() if plan else {})},
+                              warnings=list(plan.warnings) if plan else [], mechanisms=dict(plan.mechanisms) if plan else {},
+                              unenforced=list(plan.unenforced) if plan else [])
+        try:
+            followups(phase, FollowUp(ctl, sink, self.wait_for, lambda: self.killed))
+        finally:
+            ctl.say("end")
+        try:  # the init exits once told: no limit is watched for that moment
+            self.proc.wait(timeout=max(self.stops.grace, 5.0))
+        except subprocess.TimeoutExpired:
+            _killpg(self.proc.pid)
+
+    def end(self) -> None:
+        """Everything left killed and reaped, the output read; the limits' last look, then their removal."""
+        if self.ctl is not None:
+            self.ctl.close()
+        if self.proc.poll() is None:
+            _killpg(self.proc.pid)
+        self.proc.wait()
         with _live_lock:
-            _live.pop(proc.pid, None)
-        reader.join(timeout=5)
-        usage: dict = {"output_bytes": sink.total}
-        warnings: list[str] = []
-        mechanisms: dict[str, str] = {}
-        unenforced: list[str] = []
-        if plan is not None:
+            _live.pop(self.proc.pid, None)
+        self.reader.join(timeout=5)
+        self.usage = {"output_bytes": self.sink.total}
+        if self.plan is not None:
             # A limit broken in the last moments, the grading ending on its own anyway.
-            killed = killed or plan.breach(None)
-            usage.update(plan.usage())
-            warnings, mechanisms, unenforced = plan.warnings, plan.mechanisms, plan.unenforced
-            left = plan.remove()
+            self.killed = self.killed or self.plan.breach(None)
+            self.usage.update(self.plan.usage())
+            left = self.plan.remove()
             if left:
-                usage["killed_after_exit"] = len(left)
-    if _stopping.is_set() and not killed:
-        raise Interrupted()
-    return SandboxResult(
-        returncode=proc.returncode, timed_out=killed == "timeout", seconds=time.monotonic() - start,
-        output=sink.text(), killed=killed, usage=usage, warnings=warnings, mechanisms=mechanisms, unenforced=unenforced,
-    )
+                self.usage["killed_after_exit"] = len(left)
+
+    def result(self) -> SandboxResult:
+        plan = self.plan
+        return SandboxResult(
+            returncode=self.proc.returncode, timed_out=self.killed == "timeout", seconds=time.monotonic() - self.start,
+            output=self.sink.text(), killed=self.killed, usage=self.usage, warnings=plan.warnings if plan else [],
+            mechanisms=plan.mechanisms if plan else {}, unenforced=plan.unenforced if plan else [],
+        )
 
 
 @dataclass

@@ -186,3 +186,38 @@ def test_no_upward_import_in_agent_or_evaluator():
     assert graph["agent.llm.gateway"] and graph["evaluator.grading_policy"]  # the graph is real
     assert upward(graph, LAYERS, UPWARD_EXCEPTIONS) == []
 
+
+# ---------------------------------------------------------------- function length
+MAX_FUNCTION_LINES = 80
+# Functions still over the limit, each with its length today: the list only shrinks (issue 50,
+# "objects, not closures"); a function here that grows, or a new one over the limit, fails.
+LONG_FUNCTIONS: dict[str, int] = {
+    "evaluator/trust/inside/pesflow_guard_calls.py:install": 350,
+    "evaluator/trust/inside/pesflow_guard_active.py:install": 283,
+    "evaluator/trust/inside/pesflow_guard_watch.py:install": 264,
+    "evaluator/trust/inside/pesflow_probe.py:main": 216,
+    "evaluator/trust/inside/pesflow_guard_objects.py:install": 150,
+    "evaluator/trust/inside/pesflow_guard.py:_start": 123,
+    "evaluator/trust/inside/pesflow_guard_objects.py:instrument_class": 96,
+    "evaluator/trust/inside/pesflow_guard_active.py:hook": 87,
+    "evaluator/trust/inside/pesflow_guard_calls.py:wrapper": 88,
+}
+
+
+def function_lengths() -> dict[str, int]:
+    """Every function of pesflow's packages (nested ones too) by file and name: def line to last line."""
+    out: dict[str, int] = {}
+    for path in modules().values():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                key = f"{path.relative_to(REPO)}:{node.name}"
+                out[key] = max(out.get(key, 0), node.end_lineno - node.lineno + 1)
+    return out
+
+
+def test_no_function_over_80_lines_but_the_listed_ones_and_those_only_shrink():
+    lengths = function_lengths()
+    over = {k: n for k, n in lengths.items() if n > MAX_FUNCTION_LINES}
+    assert {k: n for k, n in over.items() if n > LONG_FUNCTIONS.get(k, MAX_FUNCTION_LINES)} == {}
+    # a listed function split since: take it off the list
+    assert {k for k in LONG_FUNCTIONS if lengths.get(k, 0) <= MAX_FUNCTION_LINES} == set()

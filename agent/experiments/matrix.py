@@ -35,7 +35,7 @@ import json
 import re
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +52,7 @@ from agent.rundir import journal
 from agent.rundir.schema import STATE_FILE, cell_of, reviews_of
 from agent.rundir.store import RunStore, atomic_write, checkpoints_of
 from agent.search.session import check_grader, start_run
-from evaluator.task import load_task
+from evaluator.task import Task, load_task
 from evaluator.trust.findings import Trust, is_result
 from evaluator.verdict import is_correct
 
@@ -330,7 +330,27 @@ def run_matrix(base: Config, bc: BaselinesConfig, out: Path, roots: list[str], c
     console = console or Console()
     out = out.resolve()
     cells = matrix(bc)
-    # Everything that can be checked before hours of grading is checked now, in one line each.
+    tasks = _checked_tasks(base, bc, out, roots)
+    out.mkdir(parents=True, exist_ok=True)
+    m = _MatrixRun(bc, out, cells, tasks, MatrixProgress(bc, cells, console))
+    try:
+        todo = m.skip_finished()
+        if ray is not None and todo:
+            m.run_on_ray(base, todo, ray)
+            todo = []
+        for cell in todo:
+            m.run_here(base, cell, roots, console)
+    finally:
+        m.progress.close()
+    rows = m.lines()
+    write_jsonl(out / "summary.jsonl", rows)
+    written = [out / "summary.jsonl", *_tables_and_figures(bc, rows, out)]
+    return MatrixResult(out, m.ran, m.skipped, m.failed, rows, written)
+
+
+def _checked_tasks(base: Config, bc: BaselinesConfig, out: Path, roots: list[str]) -> dict[str, Task]:
+    """The matrix's tasks, loaded; everything that can be checked before hours of grading is
+    checked now, in one line each."""
     tasks = {t: load_task(t, roots, base.benchmark.url) for t in bc.tasks}
     for name in bc.methods:
         cfg = cell_config(base, bc, name, bc.seeds[0], out / "cells")
@@ -340,72 +360,85 @@ def run_matrix(base: Config, bc: BaselinesConfig, out: Path, roots: list[str], c
         if bc.methods[name].uses_llm and not (cfg.llm.default or cfg.llm.executor):
             raise ConfigError(f"baselines method {name} ({bc.methods[name].kind}) needs an LLM: set llm.default "
                               "(e.g. openai:gpt-4o-mini) in the baselines file")
-    out.mkdir(parents=True, exist_ok=True)
-    ran, skipped, failed = [], [], []
-    progress = MatrixProgress(bc, cells, console)
+    return tasks
 
-    def lines() -> list[dict[str, Any]]:
-        return [cell_line(out / c.rel, c, bc.methods[c.method].kind, tasks[c.task].reward_class, out)
-                for c in cells if is_finished(out / c.rel)]
 
-    labels = {cell: f"[{i}/{len(cells)}] {cell.task} · {cell.method} · seed {cell.seed}" for i, cell in enumerate(cells, 1)}
+@dataclass
+class _MatrixRun:
+    """The cells as they are run: which ran, were already done, or failed, shown on `progress`."""
+    bc: BaselinesConfig
+    out: Path
+    cells: list[Cell]
+    tasks: dict[str, Task]
+    progress: MatrixProgress
+    ran: list[Cell] = field(default_factory=list)
+    skipped: list[Cell] = field(default_factory=list)
+    failed: list[tuple[Cell, str]] = field(default_factory=list)
 
-    def ended(cell: Cell, error: str | None) -> None:
-        d, label = out / cell.rel, labels[cell]
+    def __post_init__(self) -> None:
+        n = len(self.cells)
+        self.labels = {cell: f"[{i}/{n}] {cell.task} · {cell.method} · seed {cell.seed}" for i, cell in enumerate(self.cells, 1)}
+
+    def line(self, cell: Cell) -> dict[str, Any]:
+        return cell_line(self.out / cell.rel, cell, self.bc.methods[cell.method].kind, self.tasks[cell.task].reward_class, self.out)
+
+    def lines(self) -> list[dict[str, Any]]:
+        return [self.line(c) for c in self.cells if is_finished(self.out / c.rel)]
+
+    def skip_finished(self) -> list[Cell]:
+        """The cells still to run; the finished ones shown as done."""
+        todo = []
+        for cell in self.cells:
+            if is_finished(self.out / cell.rel):
+                self.skipped.append(cell)
+                self.progress.update(cell, _mark(self.line(cell)), f"{self.labels[cell]}: already done", advance=True)
+            else:
+                todo.append(cell)
+        return todo
+
+    def run_on_ray(self, base: Config, todo: list[Cell], address: str) -> None:
+        from agent.experiments.ray_cells import run_cells  # ray is optional (.[ray])
+
+        for cell in todo:
+            self.progress.update(cell, "▶", self.labels[cell], advance=False)
+        run_cells(base, self.bc, todo, self.tasks, self.out, address, self.ended, run_cell_of_data)
+
+    def run_here(self, base: Config, cell: Cell, roots: list[str], console: Console) -> None:
+        self.progress.update(cell, "▶", self.labels[cell], advance=False)
+        try:
+            run_cell(base, self.bc, cell, self.out, roots, console)
+        except KeyboardInterrupt:
+            raise
+        except Exception as e:  # one broken cell must not end a night of grading; it is retried next time
+            self.ended(cell, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            return
+        self.ended(cell, None)
+
+    def ended(self, cell: Cell, error: str | None) -> None:
+        d, label = self.out / cell.rel, self.labels[cell]
         if error is not None:
             if d.is_dir():
                 RunStore(d).update_run(status="error", error=error)
-            failed.append((cell, error))
-            progress.update(cell, "✗", f"{label}: failed ({error})", advance=True)
+            self.failed.append((cell, error))
+            self.progress.update(cell, "✗", f"{label}: failed ({error})", advance=True)
             return
-        ran.append(cell)
+        self.ran.append(cell)
         status = run_status(d)
         if status in FINISHED:
-            line = cell_line(d, cell, bc.methods[cell.method].kind, tasks[cell.task].reward_class, out)
-            progress.update(cell, _mark(line), f"{label}: {status}, reward {line['reward']:.3f}, "
-                            f"speedup {line['speedup']}, USD {line['usd']:.4f}", advance=True)
+            line = self.line(cell)
+            self.progress.update(cell, _mark(line), f"{label}: {status}, reward {line['reward']:.3f}, "
+                                 f"speedup {line['speedup']}, USD {line['usd']:.4f}", advance=True)
         else:
-            failed.append((cell, f"run ended with status {status}"))
-            progress.update(cell, "✗", f"{label}: run ended with status {status}", advance=True)
-        write_jsonl(out / "summary.jsonl", lines())  # after every cell: a stopped matrix still has its summary
+            self.failed.append((cell, f"run ended with status {status}"))
+            self.progress.update(cell, "✗", f"{label}: run ended with status {status}", advance=True)
+        write_jsonl(self.out / "summary.jsonl", self.lines())  # after every cell: a stopped matrix still has its summary
 
-    try:
-        todo = []
-        for cell in cells:
-            d, label = out / cell.rel, labels[cell]
-            if is_finished(d):
-                skipped.append(cell)
-                line = cell_line(d, cell, bc.methods[cell.method].kind, tasks[cell.task].reward_class, out)
-                progress.update(cell, _mark(line), f"{label}: already done", advance=True)
-            else:
-                todo.append(cell)
-        if ray is not None and todo:
-            from agent.experiments.ray_cells import run_cells  # ray is optional (.[ray])
 
-            for cell in todo:
-                progress.update(cell, "▶", labels[cell], advance=False)
-            run_cells(base, bc, todo, tasks, out, ray, ended, run_cell_of_data)
-            todo = []
-        for cell in todo:
-            d, label = out / cell.rel, labels[cell]
-            progress.update(cell, "▶", label, advance=False)
-            try:
-                run_cell(base, bc, cell, out, roots, console)
-            except KeyboardInterrupt:
-                raise
-            except Exception as e:  # one broken cell must not end a night of grading; it is retried next time
-                ended(cell, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-                continue
-            ended(cell, None)
-    finally:
-        progress.close()
-    rows = lines()
-    write_jsonl(out / "summary.jsonl", rows)
-    written = [out / "summary.jsonl"]
-    if rows:
-        from agent.experiments.figures import write_figures  # matplotlib is slow to import: only this last step draws
+def _tables_and_figures(bc: BaselinesConfig, rows: list[dict[str, Any]], out: Path) -> list[Path]:
+    if not rows:
+        return []
+    from agent.experiments.figures import write_figures  # matplotlib is slow to import: only this last step draws
 
-        written += write_tables(rows, out / "tables")
-        # A cell that does not count is no point and no curve either.
-        written += write_figures([r for r in rows if counted(r)], out / "figures", {m: bc.methods[m].kind for m in bc.methods})
-    return MatrixResult(out, ran, skipped, failed, rows, written)
+    written = write_tables(rows, out / "tables")
+    # A cell that does not count is no point and no curve either.
+    return written + write_figures([r for r in rows if counted(r)], out / "figures", {m: bc.methods[m].kind for m in bc.methods})

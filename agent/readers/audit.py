@@ -52,19 +52,41 @@ def _last_state(run_dir: Path) -> tuple[str | None, dict[str, Any] | None]:
 
 def audit_run(run_dir: Path) -> AuditReport:
     rep = AuditReport(path=str(run_dir))
-    v, f = rep.violations.append, rep.findings.append
     run = json.loads((run_dir / "run.json").read_text())
     events = journal.read(run_dir / "journal.jsonl")
     rep.stats["journal_lines"] = len(events)
+    _check_chain(run_dir, events, rep)
+    solutions = _check_candidates(run_dir, run, events, rep)
+    _check_logs(events, rep)
+    _check_final(run_dir, run, events, solutions, rep)
+    _check_reviews(events, rep)
+    _check_secrets(run_dir, rep)
+    # nothing of tests/ in a prompt
+    path = (run.get("task") or {}).get("path")
+    try:
+        if not path:
+            raise TaskError("no task path")
+        task = load_task(path)
+    except TaskError:
+        rep.findings.append("leak check skipped: the task package is not at the path run.json records")
+        return rep
+    check_prompts(run_dir, task, events, rep)
+    return rep
 
-    # 1. the hash chain
+
+def _check_chain(run_dir: Path, events: list[dict[str, Any]], rep: AuditReport) -> None:
     chain = journal.verify(run_dir / "journal.jsonl")
     for problem in chain:
-        v(f"journal: {problem}")
+        rep.violations.append(f"journal: {problem}")
     if not chain:
-        f(f"journal: {len(events)} lines, hash chain intact")
+        rep.findings.append(f"journal: {len(events)} lines, hash chain intact")
 
-    # 2. candidates match their hashes; checkpoints agree with the journal
+
+def _check_candidates(run_dir: Path, run: dict[str, Any], events: list[dict[str, Any]],
+                      rep: AuditReport) -> dict[str, dict[str, Any]]:
+    """Candidates match their hashes and stay in scope; checkpoints agree with the journal.
+    Returns the last checkpoint's candidates by id."""
+    v = rep.violations.append
     cp_name, state = _last_state(run_dir)
     solutions = {s["id"]: s for s in (state or {}).get("population", {}).get("solutions", [])}
     rep.stats["candidates"] = len(solutions)
@@ -90,73 +112,79 @@ def audit_run(run_dir: Path) -> AuditReport:
     if sorted(set(cp_events)) != on_disk:
         v(f"checkpoints on disk {on_disk} do not match the journal's {sorted(set(cp_events))}")
     else:
-        f(f"checkpoints: {len(on_disk)} rounds, matching the journal; {len(solutions)} candidates match their hashes")
+        rep.findings.append(f"checkpoints: {len(on_disk)} rounds, matching the journal; "
+                            f"{len(solutions)} candidates match their hashes")
+    return solutions
 
-    # 3. every verdict has its grader logs
+
+def _check_logs(events: list[dict[str, Any]], rep: AuditReport) -> None:
+    """Every verdict has its grader logs."""
     graded = [e["data"] for e in events if e["kind"] == "verdict" and not e["data"].get("reused")]
     for d in graded:
         log_dir = d["verdict"].get("log_dir")
         if not log_dir or not (Path(log_dir) / "verdict.json").is_file():
-            v(f"verdict of {d['content_hash'][:12]} ({d.get('label') or 'search'}, {d['grader']}): grader logs missing at {log_dir}")
+            rep.violations.append(f"verdict of {d['content_hash'][:12]} ({d.get('label') or 'search'}, {d['grader']}): "
+                                  f"grader logs missing at {log_dir}")
     rep.stats["verdicts"] = len(graded)
-    f(f"verdicts: {len(graded)} gradings recorded")
+    rep.findings.append(f"verdicts: {len(graded)} gradings recorded")
 
-    # 4. final/ is the best candidate
+
+def _check_final(run_dir: Path, run: dict[str, Any], events: list[dict[str, Any]],
+                 solutions: dict[str, dict[str, Any]], rep: AuditReport) -> None:
+    """final/ is the best candidate, and its final grading counts (or a person decided it)."""
+    v, f = rep.violations.append, rep.findings.append
     best = run.get("best") or {}
-    if best.get("id"):
-        s = solutions.get(best["id"])
-        if s is None:
-            v(f"final: the best candidate {best['id']} is not in the population")
-        else:
-            for rel, text in s["files"].items():
-                p = run_dir / "final" / "files" / rel
-                if not p.is_file() or p.read_text() != text:
-                    v(f"final/files/{rel} differs from candidate {best['id']}")
-            base = solutions.get("baseline", {}).get("files", {})
-            patch = run_dir / "final" / "candidate.patch"
-            if patch.is_file() and base:
-                try:
-                    applied = apply_diff(patch.read_text(), dict(base))
-                    if {k: t for k, t in applied.items() if t is not None} != {**base, **s["files"]}:
-                        v("final/candidate.patch applied to the baseline does not give the best candidate")
-                except Exception as e:  # noqa: BLE001 - any failure to apply is the finding
-                    v(f"final/candidate.patch does not apply to the baseline: {e}")
-            f(f"final: {best['id']} matches final/")
-        final_labels = ("final-hidden", "final-regrade")
-        for g in flagged(events):
-            if g["candidate_id"] == best["id"] and g["label"] in final_labels and not g["counts"]:
-                if g["review"] is None:
-                    v(f"final: the pick {best['id']}'s {g['label']} grading does not count ({'; '.join(g['reasons'])}), "
-                      "yet it was picked")
-                else:
-                    f(f"final: a person {g['review']['decision']}ed the pick {best['id']} afterwards: {g['review']['why']}")
+    if not best.get("id"):
+        return
+    s = solutions.get(best["id"])
+    if s is None:
+        v(f"final: the best candidate {best['id']} is not in the population")
+    else:
+        _check_final_files(run_dir, best["id"], s, solutions.get("baseline", {}).get("files", {}), rep)
+        f(f"final: {best['id']} matches final/")
+    final_labels = ("final-hidden", "final-regrade")
+    for g in flagged(events):
+        if g["candidate_id"] == best["id"] and g["label"] in final_labels and not g["counts"]:
+            if g["review"] is None:
+                v(f"final: the pick {best['id']}'s {g['label']} grading does not count ({'; '.join(g['reasons'])}), "
+                  "yet it was picked")
+            else:
+                f(f"final: a person {g['review']['decision']}ed the pick {best['id']} afterwards: {g['review']['why']}")
 
-    # 4b. a person's decisions
+
+def _check_final_files(run_dir: Path, best_id: str, s: dict[str, Any], base: dict[str, str], rep: AuditReport) -> None:
+    """final/files/ holds the pick's code, and final/candidate.patch makes it from the baseline."""
+    v = rep.violations.append
+    for rel, text in s["files"].items():
+        p = run_dir / "final" / "files" / rel
+        if not p.is_file() or p.read_text() != text:
+            v(f"final/files/{rel} differs from candidate {best_id}")
+    patch = run_dir / "final" / "candidate.patch"
+    if patch.is_file() and base:
+        try:
+            applied = apply_diff(patch.read_text(), dict(base))
+            if {k: t for k, t in applied.items() if t is not None} != {**base, **s["files"]}:
+                v("final/candidate.patch applied to the baseline does not give the best candidate")
+        except Exception as e:  # noqa: BLE001 - any failure to apply is the finding
+            v(f"final/candidate.patch does not apply to the baseline: {e}")
+
+
+def _check_reviews(events: list[dict[str, Any]], rep: AuditReport) -> None:
+    """A person's decisions: each names a graded candidate, decides, and says why."""
     problems, n_reviews = check_reviews(events)
     for problem in problems:
-        v(f"journal: {problem}")
+        rep.violations.append(f"journal: {problem}")
     if n_reviews and not problems:
-        f(f"reviews: {n_reviews} decision(s), each naming a graded candidate, with its why")
+        rep.findings.append(f"reviews: {n_reviews} decision(s), each naming a graded candidate, with its why")
     rep.stats["reviews"] = n_reviews
 
-    # 5. secrets anywhere
+
+def _check_secrets(run_dir: Path, rep: AuditReport) -> None:
     for p in sorted(run_dir.rglob("*")):
         if p.is_file() and not p.is_symlink() and p.stat().st_size < 8 << 20:
             names = find_secrets(p.read_text(errors="replace"))
             if names:
-                v(f"{p.relative_to(run_dir)}: holds a secret ({', '.join(names)})")
-
-    # 6. nothing of tests/ in a prompt
-    path = (run.get("task") or {}).get("path")
-    try:
-        if not path:
-            raise TaskError("no task path")
-        task = load_task(path)
-    except TaskError:
-        f("leak check skipped: the task package is not at the path run.json records")
-        return rep
-    check_prompts(run_dir, task, events, rep)
-    return rep
+                rep.violations.append(f"{p.relative_to(run_dir)}: holds a secret ({', '.join(names)})")
 
 
 def check_prompts(run_dir: Path, task: Task, events: list[dict[str, Any]], rep: AuditReport) -> None:

@@ -33,8 +33,34 @@ def probe(run: GradeRun, references: dict[str, list[str]], full: bool, budget: f
     chosen = _spread(recs, MAX_PROBE_RECORDS if full else 2)
     folder = log_dir / "trust"
     folder.mkdir(parents=True, exist_ok=True)
-    kept = run.trust_dir or folder  # a deferred grading's own folder: read there, never copied whole
     files: dict[str, Path] = {}
+    # a deferred grading's own folder: read there, never copied whole
+    entries = _write_inputs(chosen, run.trust_dir or folder, folder, files)
+    if not entries:
+        return [], {"ran": False, "why": "the kept inputs did not come back"}
+    baseline_texts = (profile or reproduce or {}).get("baseline_texts", ())
+    refs, base_refs = _write_references(entries, references, baseline_texts, folder, files)
+    exe = next((r.get("exe") for r in chosen if r.get("exe")), None) or "python3"
+    varied = [{k: v.get(k) for k in ("fn", "file", "n", "later", "argv")} for v in runtime.records(run.trust_events, run.trust_socket, "varied")]
+    config = {"probe": {"records": entries, "references": refs, "budget_sec": budget, "full": full, "exe": exe, "varied": varied[:16],
+                        **({"profile": {"budget_sec": profile["budget_sec"], "total_sec": profile["total_sec"],
+                                        "baseline_refs": base_refs},
+                            "only_profile": only_profile} if profile else {}),
+                        **({"pace": {"budget_sec": reproduce["budget_sec"], "baseline_refs": base_refs}} if reproduce else {})},
+              "record": False, "out_dir": instrument.OUT_DIR, "socket": instrument.SOCKET,
+              "candidate_paths": {}, "candidate_hashes": {}}
+    files.update(instrument.probe_files())
+    command = instrument.probe_command(str(exe), same_sandbox=bool(getattr(prober, "same_sandbox", False)))
+    t_ask = time.time()
+    probe_run = prober(config, files, command, _time_limit(budget, profile, reproduce))
+    t_back = time.time()
+    return _read_back(probe_run, log_dir, graders, t_ask, t_back,
+                      {"ran": True, "full": full, "inputs": len(entries), "seconds": round(probe_run.seconds, 3)})
+
+
+def _write_inputs(chosen: list[dict[str, Any]], kept: Path, folder: Path, files: dict[str, Path]) -> list[dict[str, Any]]:
+    """Each chosen call's input (and what the harness got), copied from `kept` into `folder` for
+    the probe; its record for the probe's config. A call whose input did not come back whole is left out."""
     entries = []
     for i, r in enumerate(chosen):
         src = kept / Path(str(r.get("path"))).name
@@ -51,10 +77,16 @@ def probe(run: GradeRun, references: dict[str, list[str]], full: bool, budget: f
             continue
         entries.append({**{k: r.get(k) for k in ("sha256", "size", "fn", "module", "file", "n", "argv", "cwd", "sys_path", "cls")},
                         "name": name, **_got(src, r.get("got"), folder, i, files)})
-    if not entries:
-        return [], {"ran": False, "why": "the kept inputs did not come back"}
+    return entries
+
+
+def _write_references(entries: list[dict[str, Any]], references: dict[str, list[str]], baseline_texts: Any, folder: Path,
+                      files: dict[str, Path]) -> tuple[dict[str, list[str]], list[str]]:
+    """The references of each module a kept call went into, written for the probe: their paths
+    in the probe's config by module, and the modules whose first reference is the frozen
+    baseline (the profile's comparison)."""
     refs: dict[str, list[str]] = {}
-    base_refs: list[str] = []  # the modules whose first reference is the frozen baseline (the profile's comparison)
+    base_refs: list[str] = []
     for e in entries:
         texts = references.get(scope_key(str(e["file"]), references), [])
         if e["file"] in refs:
@@ -65,29 +97,25 @@ def probe(run: GradeRun, references: dict[str, list[str]], full: bool, budget: f
             path.write_text(text)
             files[name] = path
             refs.setdefault(e["file"], []).append(f"{instrument.CONFIG_DIR}/{name}")
-            if j == 0 and text in (profile or reproduce or {}).get("baseline_texts", ()):
+            if j == 0 and text in baseline_texts:
                 base_refs.append(e["file"])
-    exe = next((r.get("exe") for r in chosen if r.get("exe")), None) or "python3"
+    return refs, base_refs
+
+
+def _time_limit(budget: float, profile: dict[str, Any] | None, reproduce: dict[str, Any] | None) -> float:
     limit = budget + 60
     if profile:  # its calls, the baseline's, and an ncu replay at most (pesflow_profile.py)
         limit += float(profile["total_sec"]) + 10
     if reproduce:  # the timing, and a slow last round past its budget
         limit += 2 * float(reproduce["budget_sec"]) + 10
-    varied = [{k: v.get(k) for k in ("fn", "file", "n", "later", "argv")} for v in runtime.records(run.trust_events, run.trust_socket, "varied")]
-    config = {"probe": {"records": entries, "references": refs, "budget_sec": budget, "full": full, "exe": exe, "varied": varied[:16],
-                        **({"profile": {"budget_sec": profile["budget_sec"], "total_sec": profile["total_sec"],
-                                        "baseline_refs": base_refs},
-                            "only_profile": only_profile} if profile else {}),
-                        **({"pace": {"budget_sec": reproduce["budget_sec"], "baseline_refs": base_refs}} if reproduce else {})},
-              "record": False, "out_dir": instrument.OUT_DIR, "socket": instrument.SOCKET,
-              "candidate_paths": {}, "candidate_hashes": {}}
-    files.update(instrument.probe_files())
-    command = instrument.probe_command(str(exe), same_sandbox=bool(getattr(prober, "same_sandbox", False)))
-    t_ask = time.time()
-    probe_run = prober(config, files, command, limit)
-    t_back = time.time()
+    return limit
+
+
+def _read_back(probe_run: GradeRun, log_dir: Path, graders: str, t_ask: float, t_back: float,
+               checks: dict[str, Any]) -> tuple[list[Finding], dict[str, Any]]:
+    """The probe's findings and `checks` completed: its own, the handing over's times, the
+    warm probe's notes; or why it said nothing."""
     result = read_json(log_dir / "probe" / "trust" / "probe.json")
-    checks: dict[str, Any] = {"ran": True, "full": full, "inputs": len(entries), "seconds": round(probe_run.seconds, 3)}
     if result is None:
         checks["error"] = (probe_run.infra_error or probe_run.output.strip().splitlines()[-1:] or ["no output"])[0][:300] \
             if not probe_run.timed_out else "the probes ran past their time"

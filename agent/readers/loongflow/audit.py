@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -83,32 +84,80 @@ def audit_loongflow(path: Path | str) -> TraceReport:
     return audit_trace(read_trace(path))
 
 
+@dataclass
+class _Chains:
+    """The parent chains: roots, solutions whose parent is in no checkpoint, cycles, each one's depth."""
+    roots: list[str]
+    orphans: list[str]
+    cycles: list[list[str]]
+    depth: dict[str, int]
+
+
+@dataclass
+class _Failures:
+    """Each solution's failure kind (None: passed), the failed ones by kind, the evaluator dirs' kinds."""
+    kinds: dict[str, str | None]
+    by_kind: dict[str, list[str]]
+    ev_kinds: Counter[str]
+    passed: list[str]
+
+
 def audit_trace(trace: Trace) -> TraceReport:
     r = TraceReport()
-    V, F = r.violations, r.findings
-    V += trace.unreadable
+    r.violations.extend(trace.unreadable)
     union, code_changes = merged_solutions(trace)
-    V += code_changes
+    r.violations.extend(code_changes)
     _audit_layout(trace, union, r)
     for cp in trace.checkpoints:
         _audit_checkpoint(cp, union, r)
-    order, effective, cycles = parent_order(union)
+    chains = _audit_parents(union, r)
+    fails = _audit_failures(trace, union, r)
+    _audit_scores(union, r)
+    trajectory = _trajectory(trace, union)
+    _audit_trajectory(trajectory, r)
+    overall = max(((union[i].score, i) for i in fails.passed if union[i].score is not None), default=None)
+    r.stats = {
+        "root": str(trace.root),
+        "checkpoints": len(trace.checkpoints),
+        "iterations": len(trace.iterations),
+        "solutions": len(union),
+        "passed": len(fails.passed),
+        "failed": len(union) - len(fails.passed),
+        "roots": chains.roots,
+        "orphans": chains.orphans,
+        "cycles": chains.cycles,
+        "max_depth": max(chains.depth.values(), default=0),
+        "islands": _island_count(trace, union),
+        "evaluator_dirs": len(trace.evaluations),
+        "evaluator_results": sum(1 for e in trace.evaluations if e.result is not None),
+        "failures_by_kind": {"solutions": {k: len(v) for k, v in sorted(fails.by_kind.items())},
+                             "evaluator": {k: n for k, n in sorted(fails.ev_kinds.items()) if k != "passed"}},
+        "trajectory": trajectory,
+        "by_iteration": _by_iteration(union, fails.kinds),
+        "best": {"id": overall[1], "score": overall[0]} if overall else None,
+    }
+    return r
 
-    # parent chains
+
+def _audit_parents(union: dict[str, LFSolution], r: TraceReport) -> _Chains:
+    order, effective, cycles = parent_order(union)
     roots = [i for i in _chrono(union) if not union[i].parent_id]
     orphans = [i for i in _chrono(union) if union[i].parent_id and union[i].parent_id not in union]
     for sid in orphans:
-        V.append(f"solution {sid}: parent {union[sid].parent_id} is in no checkpoint (the parent chain is broken)")
+        r.violations.append(f"solution {sid}: parent {union[sid].parent_id} is in no checkpoint (the parent chain is broken)")
     for c in cycles:
-        V.append(f"parent cycle: {' -> '.join(c)}")
+        r.violations.append(f"parent cycle: {' -> '.join(c)}")
     depth: dict[str, int] = {}
     for sid in order:  # parents come first, so their depth is known
         p = effective[sid]
         depth[sid] = depth[p] + 1 if p is not None else 0
-    F.append(f"parent chains: {len(union)} solutions, {len(roots)} root(s) ({_some(roots)}), "
-             f"{len(orphans)} with a missing parent, {len(cycles)} cycle(s), longest chain {max(depth.values(), default=-1) + 1}")
+    r.findings.append(f"parent chains: {len(union)} solutions, {len(roots)} root(s) ({_some(roots)}), "
+                      f"{len(orphans)} with a missing parent, {len(cycles)} cycle(s), "
+                      f"longest chain {max(depth.values(), default=-1) + 1}")
+    return _Chains(roots, orphans, cycles, depth)
 
-    # failures by kind
+
+def _audit_failures(trace: Trace, union: dict[str, LFSolution], r: TraceReport) -> _Failures:
     kinds = {sid: failure_kind(s.evaluation, s.score) for sid, s in union.items()}
     by_kind: dict[str, list[str]] = {}
     for sid in _chrono(union):
@@ -117,20 +166,28 @@ def audit_trace(trace: Trace) -> TraceReport:
     ev_kinds = Counter(failure_kind(e.result, as_number(e.result.get("score"))) or "passed"
                        for e in trace.evaluations if e.result is not None)
     passed = [i for i in union if kinds[i] is None]
-    F.append(f"solutions: {len(passed)} passed, {len(union) - len(passed)} failed"
-             + "".join(f"; {k} {len(v)} ({_some(v)})" for k, v in sorted(by_kind.items())))
+    r.findings.append(f"solutions: {len(passed)} passed, {len(union) - len(passed)} failed"
+                      + "".join(f"; {k} {len(v)} ({_some(v)})" for k, v in sorted(by_kind.items())))
     if trace.evaluations:
         matched = _match_evaluations(trace, union)
         tied = sum(1 for e in trace.evaluations if matched.get(e.name))
-        F.append(f"evaluator: {len(trace.evaluations)} dirs, {sum(1 for e in trace.evaluations if e.result is not None)} "
-                 f"with a result ({', '.join(f'{k} {n}' for k, n in sorted(ev_kinds.items()))}); "
-                 f"{tied} evaluated a stored solution's code, {len(trace.evaluations) - tied} did not (attempts not kept)")
+        r.findings.append(f"evaluator: {len(trace.evaluations)} dirs, "
+                          f"{sum(1 for e in trace.evaluations if e.result is not None)} "
+                          f"with a result ({', '.join(f'{k} {n}' for k, n in sorted(ev_kinds.items()))}); "
+                          f"{tied} evaluated a stored solution's code, {len(trace.evaluations) - tied} did not (attempts not kept)")
+    return _Failures(kinds, by_kind, ev_kinds, passed)
+
+
+def _audit_scores(union: dict[str, LFSolution], r: TraceReport) -> None:
+    """A solution's score against its own evaluation's."""
     for sid in _chrono(union):
         s, es = union[sid], as_number(union[sid].evaluation.get("score"))
         if es is not None and s.score is not None and not math.isclose(es, s.score, rel_tol=1e-6, abs_tol=_TOL):
-            F.append(f"solution {sid}: score {fmt_number(s.score)} differs from its evaluation's score {fmt_number(es)}")
+            r.findings.append(f"solution {sid}: score {fmt_number(s.score)} differs from its evaluation's score {fmt_number(es)}")
 
-    # score trajectory
+
+def _trajectory(trace: Trace, union: dict[str, LFSolution]) -> list[dict[str, Any]]:
+    """The best passing solution of each checkpoint."""
     rank = {sid: n for n, sid in enumerate(_chrono(union))}
     trajectory = []
     for cp in trace.checkpoints:
@@ -141,13 +198,21 @@ def audit_trace(trace: Trace) -> TraceReport:
         top = max(scored, key=lambda t: (t[0], -rank.get(t[1], 0)), default=None)  # the earliest on a tie
         trajectory.append({"iteration": cp.iteration, "checkpoint": cp.name, "solutions": len(cp.solutions),
                            "best_id": top[1] if top else None, "best_score": top[0] if top else None})
+    return trajectory
+
+
+def _audit_trajectory(trajectory: list[dict[str, Any]], r: TraceReport) -> None:
     if trajectory:
-        F.append("score trajectory (best per checkpoint iteration): "
-                 + ", ".join(f"{t['iteration']}: {fmt_number(t['best_score'])} ({t['best_id']})" for t in trajectory))
+        r.findings.append("score trajectory (best per checkpoint iteration): "
+                          + ", ".join(f"{t['iteration']}: {fmt_number(t['best_score'])} ({t['best_id']})" for t in trajectory))
     for a, b in zip(trajectory, trajectory[1:]):
         if a["best_score"] is not None and (b["best_score"] is None or b["best_score"] < a["best_score"] - _TOL):
-            F.append(f"best score falls from {fmt_number(a['best_score'])} at {a['checkpoint']} to {fmt_number(b['best_score'])} "
-                     f"at {b['checkpoint']} (a solution was lost between them)")
+            r.findings.append(f"best score falls from {fmt_number(a['best_score'])} at {a['checkpoint']} to "
+                              f"{fmt_number(b['best_score'])} at {b['checkpoint']} (a solution was lost between them)")
+
+
+def _by_iteration(union: dict[str, LFSolution], kinds: dict[str, str | None]) -> list[dict[str, Any]]:
+    """Per iteration: its solutions, those that passed, its best score and the best so far."""
     by_iteration = []
     running: float | None = None
     for k in sorted({s.iteration or 0 for s in union.values()}):
@@ -156,29 +221,7 @@ def audit_trace(trace: Trace) -> TraceReport:
         best = max(ok, default=None)
         running = best if running is None or (best is not None and best > running) else running
         by_iteration.append({"iteration": k, "solutions": len(ids), "passed": len(ok), "best_score": best, "running_best": running})
-
-    overall = max(((union[i].score, i) for i in passed if union[i].score is not None), default=None)
-    r.stats = {
-        "root": str(trace.root),
-        "checkpoints": len(trace.checkpoints),
-        "iterations": len(trace.iterations),
-        "solutions": len(union),
-        "passed": len(passed),
-        "failed": len(union) - len(passed),
-        "roots": roots,
-        "orphans": orphans,
-        "cycles": cycles,
-        "max_depth": max(depth.values(), default=0),
-        "islands": _island_count(trace, union),
-        "evaluator_dirs": len(trace.evaluations),
-        "evaluator_results": sum(1 for e in trace.evaluations if e.result is not None),
-        "failures_by_kind": {"solutions": {k: len(v) for k, v in sorted(by_kind.items())},
-                             "evaluator": {k: n for k, n in sorted(ev_kinds.items()) if k != "passed"}},
-        "trajectory": trajectory,
-        "by_iteration": by_iteration,
-        "best": {"id": overall[1], "score": overall[0]} if overall else None,
-    }
-    return r
+    return by_iteration
 
 
 def _audit_layout(trace: Trace, union: dict[str, LFSolution], r: TraceReport) -> None:

@@ -11,6 +11,7 @@ population (Population refuses unknown parents); the journal keeps LoongFlow's v
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,37 @@ def _baseline(trace: Trace, union: dict[str, LFSolution], file_name: str) -> tup
     return {}, "none found (features are measured against an empty baseline)"
 
 
+@dataclass
+class _Source:
+    """A trace settled for import: its solutions, their order and kept parents, pesflow's ids for them."""
+    trace: Trace
+    report: TraceReport
+    file_name: str
+    union: dict[str, LFSolution]
+    order: list[str]
+    effective: dict[str, str | None]
+    ids: dict[str, str]
+    task: str
+    baseline: dict[str, str]
+    baseline_from: str
+    cfg: PopulationConfig
+    rounds: dict[int, Checkpoint]  # iteration K -> its last checkpoint (several N may share one K)
+
+
+def _settle(trace: Trace, report: TraceReport, file_name: str) -> _Source:
+    union, _ = merged_solutions(trace)
+    order, effective, _ = parent_order(union)
+    taken: set[str] = set()
+    ids = {sid: _safe_id(sid, taken) for sid in order}
+    task = _task_name(trace, union)
+    baseline, baseline_from = _baseline(trace, union, file_name)
+    rounds: dict[int, Checkpoint] = {}
+    for cp in trace.checkpoints:
+        rounds[cp.iteration] = cp
+    return _Source(trace, report, file_name, union, order, effective, ids, task, baseline, baseline_from,
+                   PopulationConfig(islands=_island_count(trace, union)), rounds)
+
+
 def import_loongflow(path: Path | str, out: Path | str, *, file_name: str = "solution.py") -> Path:
     """Convert a LoongFlow trace into a pesflow run directory at `out` (which must not exist or be empty)."""
     trace = read_trace(path)
@@ -105,135 +137,149 @@ def import_loongflow(path: Path | str, out: Path | str, *, file_name: str = "sol
     out = Path(out).resolve()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise LoongFlowError(f"{out} already exists and is not empty; pass a new --out directory")
-    union, _ = merged_solutions(trace)
-    order, effective, _ = parent_order(union)
-    taken: set[str] = set()
-    ids = {sid: _safe_id(sid, taken) for sid in order}
-    task = _task_name(trace, union)
-    baseline, baseline_from = _baseline(trace, union, file_name)
-    cfg = PopulationConfig(islands=_island_count(trace, union))
+    run = _Import(_settle(trace, report, file_name), RunStore(out), out)
+    run.start()
+    last_pop, last_k = run.checkpoints()
+    run.unkept_attempts()
+    run.copy_iterations()
+    run.finish(last_pop, last_k)
+    return out
 
-    converted: dict[str, Solution] = {}
 
-    def pes(sid: str, fallback_round: int) -> Solution:
-        if sid in converted:  # once: a solution without an iteration keeps the round it was first met in
-            return converted[sid]
-        s = union[sid]
-        files = _files_of(s, file_name)
+class _Import:
+    """The run directory being written, in journal order: candidates with their verdicts as each
+    round first needs them, a checkpoint per round, then the attempts never kept, then final/."""
+
+    def __init__(self, src: _Source, store: RunStore, out: Path):
+        self.src, self.store, self.out = src, store, out
+        self.converted: dict[str, Solution] = {}
+        self.emitted: set[str] = set()
+        self.primary: dict[str, dict[str, Any]] = {}  # solution -> the verdict that judged it
+        self.n_verdicts = 0
+        self.best_by_round: list[dict[str, Any]] = []
+        self.matched: dict[str, str | None] = {}
+        self.evals_of: dict[str, list[EvalRecord]] = {}
+
+    def start(self) -> None:
+        src, out = self.src, self.out
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        scope = sorted({p for s in src.union.values() for p in _files_of(s, src.file_name)}) or [src.file_name]
+        self.store.update_run(run_id=out.name, pesflow=VERSION,
+                              # No "path": there is no task package here, and readers skip what needs one.
+                              task={"name": src.task, "content_hash": None, "max_submissions": None, "reward_class": None,
+                                    "scope": scope},
+                              source={"kind": "loongflow", "path": str(src.trace.root),
+                                      "checkpoints": [c.name for c in src.trace.checkpoints],
+                                      "baseline": src.baseline_from, "audit_violations": len(src.report.violations)},
+                              seed=None, grader="loongflow", backend="loongflow", started=now, status="importing")
+        self.store.journal.append(Event.run_start, run_id=out.name, task=src.task, seed=None, grader="loongflow", models={},
+                                  source={"kind": "loongflow", "path": str(src.trace.root)})
+        self.matched = _match_evaluations(src.trace, src.union)
+        for e in src.trace.evaluations:
+            if self.matched.get(e.name):
+                self.evals_of.setdefault(self.matched[e.name], []).append(e)  # type: ignore[index]
+
+    def pes(self, sid: str, fallback_round: int) -> Solution:
+        if sid in self.converted:  # once: a solution without an iteration keeps the round it was first met in
+            return self.converted[sid]
+        src = self.src
+        s = src.union[sid]
+        files = _files_of(s, src.file_name)
         kind = failure_kind(s.evaluation, s.score)
-        parent = effective[sid]
-        converted[sid] = Solution(
-            id=ids[sid], parent_id=ids[parent] if parent is not None else None, island=min(s.island_id, cfg.islands - 1),
+        parent = src.effective[sid]
+        self.converted[sid] = Solution(
+            id=src.ids[sid], parent_id=src.ids[parent] if parent is not None else None, island=min(s.island_id, src.cfg.islands - 1),
             round=max(0, s.iteration if s.iteration is not None else fallback_round), files=files,
-            content_hash=candidate_hash(files, baseline), status="ok" if kind is None else "hard_fail",
+            content_hash=candidate_hash(files, src.baseline), status="ok" if kind is None else "hard_fail",
             speedup=s.score if s.score is not None and s.score > 0 else None, reward=None,
             hard_fail_reasons=[] if kind is None else [kind], plan=s.generate_plan, lessons=s.summary)
-        return converted[sid]
+        return self.converted[sid]
 
-    def verdict(ev: dict[str, Any] | None, score: float | None, content_hash: str | None, log_dir: str) -> dict[str, Any]:
+    def verdict(self, ev: dict[str, Any] | None, score: float | None, content_hash: str | None, rel: str) -> dict[str, Any]:
         kind = failure_kind(ev, score) if ev is not None else "no_result"  # the evaluator left no result file
         ev = ev or {}
-        v = Verdict(task=task, mode="candidate", backend="loongflow", grader="loongflow",
+        v = Verdict(task=self.src.task, mode="candidate", backend="loongflow", grader="loongflow",
                     status=Status.ok if kind is None else Status.hard_fail, reward=0.0,
                     speedup=score if score is not None and score > 0 else None,
-                    hard_fail_reasons=[] if kind is None else [kind], log_dir=log_dir, candidate_hash=content_hash,
+                    hard_fail_reasons=[] if kind is None else [kind],
+                    log_dir=str(self.out / rel),  # absolute, as the evaluator records its own log dirs
+                    candidate_hash=content_hash,
                     message=f"imported from LoongFlow: status {ev.get('status', '?')}, score {fmt_number(score)}; "
                             f"{str(ev.get('summary') or ev.get('error') or '')[:300]}")
         # A valid Verdict, so every reader of pesflow verdicts reads it; reward 0.0 is Verdict's "none"
         # (LoongFlow grades with a score only), and run.json's best says reward null outright.
         return v.model_dump(mode="json", exclude={"raw"})
 
-    # Rounds: the last checkpoint of each iteration K (several N may share one K).
-    rounds: dict[int, Checkpoint] = {}
-    for cp in trace.checkpoints:
-        rounds[cp.iteration] = cp
-    store = RunStore(out)
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    store.update_run(run_id=out.name, pesflow=VERSION,
-                     # No "path": there is no task package here, and readers skip what needs one.
-                     task={"name": task, "content_hash": None, "max_submissions": None, "reward_class": None,
-                           "scope": sorted({p for s in union.values() for p in _files_of(s, file_name)}) or [file_name]},
-                     source={"kind": "loongflow", "path": str(trace.root), "checkpoints": [c.name for c in trace.checkpoints],
-                             "baseline": baseline_from, "audit_violations": len(report.violations)},
-                     seed=None, grader="loongflow", backend="loongflow", started=now, status="importing")
-    j = store.journal
-    j.append(Event.run_start, run_id=out.name, task=task, seed=None, grader="loongflow", models={},
-             source={"kind": "loongflow", "path": str(trace.root)})
-
-    matched = _match_evaluations(trace, union)
-    evals_of: dict[str, list[EvalRecord]] = {}
-    for e in trace.evaluations:
-        if matched.get(e.name):
-            evals_of.setdefault(matched[e.name], []).append(e)  # type: ignore[index]
-    emitted: set[str] = set()
-    primary: dict[str, dict[str, Any]] = {}  # solution -> the verdict that judged it
-    n_verdicts = 0
-
-    def grader_logs(e: EvalRecord, h: str) -> str:
+    def grader_logs(self, e: EvalRecord, h: str) -> str:
         rel = f"evaluations/{h[:16]}/{e.name}"
-        _copy_texts(store, e.path, rel)
+        _copy_texts(self.store, e.path, rel)
         return rel
 
-    def log_dir(rel: str) -> str:
-        return str(out / rel)  # absolute, as the evaluator records its own log dirs
+    def record_verdict(self, rel: str, v: dict[str, Any], content_hash: str, label: str, candidate_id: str | None) -> None:
+        self.store.write_json(f"{rel}/verdict.json", v)
+        self.store.journal.append(Event.verdict, content_hash=content_hash, label=label, grader="loongflow",
+                                  candidate_id=candidate_id, verdict=v)
+        self.n_verdicts += 1
 
-    def emit(sid: str, fallback_round: int) -> None:
-        nonlocal n_verdicts
-        s, sol = union[sid], pes(sid, fallback_round)
-        extra = {} if (s.parent_id or None) == effective[sid] else {"loongflow_parent_id": s.parent_id, "parent_resolved": False}
-        j.append(Event.candidate, id=sol.id, round=sol.round, parent_id=sol.parent_id, island=sol.island,
-                 content_hash=sol.content_hash, status=sol.status, score=s.score, loongflow_id=sid, **extra)
+    def emit(self, sid: str, fallback_round: int) -> None:
+        src, store = self.src, self.store
+        s, sol = src.union[sid], self.pes(sid, fallback_round)
+        parent = src.effective[sid]
+        extra = {} if (s.parent_id or None) == parent else {"loongflow_parent_id": s.parent_id, "parent_resolved": False}
+        store.journal.append(Event.candidate, id=sol.id, round=sol.round, parent_id=sol.parent_id, island=sol.island,
+                             content_hash=sol.content_hash, status=sol.status, score=s.score, loongflow_id=sid, **extra)
         # As pesflow records a child: its diff against the parent (or the baseline) and its verdict.
         child = f"rounds/{sol.round:02d}/executor/{sol.id}"
-        before = converted[effective[sid]].files if effective[sid] is not None else baseline
+        before = self.converted[parent].files if parent is not None else src.baseline
         store.write(f"{child}/candidate.diff", Candidate(files=sol.files).diff(before))  # type: ignore[arg-type]
-        recs = evals_of.get(sid, [])
+        recs = self.evals_of.get(sid, [])
         first: dict[str, Any] | None = None
         for e in recs:
-            rel = grader_logs(e, sol.content_hash)
+            rel = self.grader_logs(e, sol.content_hash)
             if e.result is not None:
-                v = verdict(e.result, as_number(e.result.get("score")), sol.content_hash, log_dir(rel))
+                v = self.verdict(e.result, as_number(e.result.get("score")), sol.content_hash, rel)
             else:  # the process left no result, but the solution records how it was judged
-                v = verdict(s.evaluation, s.score, sol.content_hash, log_dir(rel))
+                v = self.verdict(s.evaluation, s.score, sol.content_hash, rel)
             first = first or v
-            store.write_json(f"{rel}/verdict.json", v)
-            j.append(Event.verdict, content_hash=sol.content_hash, label=e.name, grader="loongflow", candidate_id=sol.id, verdict=v)
-            n_verdicts += 1
+            self.record_verdict(rel, v, sol.content_hash, e.name, sol.id)
         if not recs:  # no evaluator dir holds this code: the solution's own evaluation field is the record
             rel = f"evaluations/{sol.content_hash[:16]}/loongflow-{sol.id}"
             store.write_json(f"{rel}/evaluation.json", s.evaluation)
-            v = verdict(s.evaluation, s.score, sol.content_hash, log_dir(rel))
-            store.write_json(f"{rel}/verdict.json", v)
-            j.append(Event.verdict, content_hash=sol.content_hash, label=f"loongflow-{sol.id}", grader="loongflow",
-                     candidate_id=sol.id, verdict=v)
-            n_verdicts += 1
-        primary[sid] = first or v
-        store.write_json(f"{child}/verdict.json", primary[sid])
-        emitted.add(sid)
+            v = self.verdict(s.evaluation, s.score, sol.content_hash, rel)
+            self.record_verdict(rel, v, sol.content_hash, f"loongflow-{sol.id}", sol.id)
+        self.primary[sid] = first or v
+        store.write_json(f"{child}/verdict.json", self.primary[sid])
+        self.emitted.add(sid)
 
-    best_by_round: list[dict[str, Any]] = []
-    last_pop: Population | None = None
-    last_k = 0
-    closure: set[str] = set()  # LoongFlow never drops a solution: a round holds every earlier one too
-    for cp in trace.checkpoints:
-        wanted = set(cp.solutions) | ({cp.best.solution_id} if cp.best is not None else set())
-        for sid in wanted:  # with their ancestors, so every parent resolves (a partial mirror loses files)
-            cur: str | None = sid
-            while cur is not None and cur not in closure and cur in union:
-                closure.add(cur)
-                cur = effective[cur]
-        if rounds[cp.iteration] is not cp:
-            continue  # a later checkpoint of the same iteration makes the round
-        k = cp.iteration
-        for sid in order:
-            if sid in closure and sid not in emitted:
-                emit(sid, k)
-        pop = Population(cfg, baseline)
-        for sid in order:
+    def checkpoints(self) -> tuple[Population | None, int]:
+        """A round per iteration's last checkpoint; the last round's population and iteration."""
+        src = self.src
+        last_pop: Population | None = None
+        last_k = 0
+        closure: set[str] = set()  # LoongFlow never drops a solution: a round holds every earlier one too
+        for cp in src.trace.checkpoints:
+            wanted = set(cp.solutions) | ({cp.best.solution_id} if cp.best is not None else set())
+            for sid in wanted:  # with their ancestors, so every parent resolves (a partial mirror loses files)
+                cur: str | None = sid
+                while cur is not None and cur not in closure and cur in src.union:
+                    closure.add(cur)
+                    cur = src.effective[cur]
+            if src.rounds[cp.iteration] is not cp:
+                continue  # a later checkpoint of the same iteration makes the round
+            last_pop, last_k = self.write_round(cp, closure), cp.iteration
+        return last_pop, last_k
+
+    def write_round(self, cp: Checkpoint, closure: set[str]) -> Population:
+        src, store, k = self.src, self.store, cp.iteration
+        for sid in src.order:
+            if sid in closure and sid not in self.emitted:
+                self.emit(sid, k)
+        pop = Population(src.cfg, src.baseline)
+        for sid in src.order:
             if sid in closure:
-                pop.add(pes(sid, k))
+                pop.add(self.pes(sid, k))
         best = pop.best()
-        best_by_round.append({"round": k, "best_id": best.id if best else None, "speedup": best.speedup if best else None})
+        self.best_by_round.append({"round": k, "best_id": best.id if best else None, "speedup": best.speedup if best else None})
         d = f"checkpoints/round-{k:02d}"
         for name in ("best_solution.json", "metadata.json"):
             if (cp.path / name).is_file():
@@ -242,53 +288,68 @@ def import_loongflow(path: Path | str, out: Path | str, *, file_name: str = "sol
             _copy_texts(store, cp.path / "solutions", f"{d}/solutions")
         store.write_json(f"{d}/pesflow_state.json", {
             "round": k, "next_round": k + 1, "population": pop.to_dict(), "rng_state": None, "memory": [],
-            "scorings": {"dev": 0, "hidden": 0}, "graded": n_verdicts, "duplicates": 0,
-            "best_by_round": list(best_by_round), "totals": {"imported_from": "loongflow", "loongflow_checkpoint": cp.name},
+            "scorings": {"dev": 0, "hidden": 0}, "graded": self.n_verdicts, "duplicates": 0,
+            "best_by_round": list(self.best_by_round), "totals": {"imported_from": "loongflow", "loongflow_checkpoint": cp.name},
         })
-        j.append(Event.checkpoint, round=k, path=d, loongflow_checkpoint=cp.name)
-        last_pop, last_k = pop, k
-    for e in trace.evaluations:  # attempts that were never kept as solutions
-        if not matched.get(e.name):
-            h = candidate_hash({file_name: e.code}, baseline) if e.code is not None else f"none-{e.name}"  # as pesflow marks "no code"
-            rel = grader_logs(e, h)
-            v = verdict(e.result, as_number((e.result or {}).get("score")), h, log_dir(rel))
-            store.write_json(f"{rel}/verdict.json", v)
-            j.append(Event.verdict, content_hash=h, label=e.name, grader="loongflow", candidate_id=None, verdict=v)
-            n_verdicts += 1
+        store.journal.append(Event.checkpoint, round=k, path=d, loongflow_checkpoint=cp.name)
+        return pop
 
-    for d in trace.iterations:
-        for role in ROLE_DIRS:
-            if (d.path / role).is_dir():
-                _copy_texts(store, d.path / role, f"rounds/{d.k:02d}/{role}")
-        for p in sorted(d.path.iterdir()):
-            if p.is_file():
-                _copy_texts(store, p, f"rounds/{d.k:02d}/{p.name}")
+    def unkept_attempts(self) -> None:
+        """Evaluations of attempts that were never kept as solutions: verdicts with no candidate."""
+        src = self.src
+        for e in src.trace.evaluations:
+            if not self.matched.get(e.name):
+                # as pesflow marks "no code"
+                h = candidate_hash({src.file_name: e.code}, src.baseline) if e.code is not None else f"none-{e.name}"
+                rel = self.grader_logs(e, h)
+                v = self.verdict(e.result, as_number((e.result or {}).get("score")), h, rel)
+                self.record_verdict(rel, v, h, e.name, None)
 
-    best_sol = last_pop.best() if last_pop is not None else None
-    best: dict[str, Any] = {"id": None, "speedup": None, "score": None, "reward": None, "grader": "loongflow"}
-    if best_sol is not None:
+    def copy_iterations(self) -> None:
+        for d in self.src.trace.iterations:
+            for role in ROLE_DIRS:
+                if (d.path / role).is_dir():
+                    _copy_texts(self.store, d.path / role, f"rounds/{d.k:02d}/{role}")
+            for p in sorted(d.path.iterdir()):
+                if p.is_file():
+                    _copy_texts(self.store, p, f"rounds/{d.k:02d}/{p.name}")
+
+    def write_final(self, last_pop: Population | None, last_k: int) -> dict[str, Any]:
+        """final/ holds the last round's best, as pesflow's own; run.json's best, said of it."""
+        src, store = self.src, self.store
+        best_sol = last_pop.best() if last_pop is not None else None
+        if best_sol is None:
+            return {"id": None, "speedup": None, "score": None, "reward": None, "grader": "loongflow"}
         best = {"id": best_sol.id, "speedup": best_sol.speedup, "score": best_sol.speedup, "reward": None, "grader": "loongflow",
-                "loongflow_id": next(sid for sid, pid in ids.items() if pid == best_sol.id)}
+                "loongflow_id": next(sid for sid, pid in src.ids.items() if pid == best_sol.id)}
         for rel, text in best_sol.files.items():
             store.write(f"final/files/{rel}", text)
-        store.write("final/candidate.patch", Candidate(files=best_sol.files).diff(baseline))  # type: ignore[arg-type]
-        store.write_json("final/verdict.json", primary[best["loongflow_id"]])
-        last_cp = rounds[last_k]
+        store.write("final/candidate.patch", Candidate(files=best_sol.files).diff(src.baseline))  # type: ignore[arg-type]
+        store.write_json("final/verdict.json", self.primary[best["loongflow_id"]])
+        last_cp = src.rounds[last_k]
         if last_cp.best is not None and last_cp.best.solution_id == best["loongflow_id"]:
             _copy_texts(store, last_cp.path / "best_solution.json", "final/best_solution.json")
-    kinds = Counter(failure_kind(s.evaluation, s.score) or "passed" for s in union.values())
-    totals = {"solutions": len(union), "passed": kinds.pop("passed", 0), "failed": sum(kinds.values()),
-              "failures_by_kind": dict(sorted(kinds.items())), "evaluations": n_verdicts, "checkpoints": len(rounds),
-              "iterations": len(trace.iterations), "llm_calls": 0, "input_tokens": 0, "output_tokens": 0, "usd": 0}
-    store.write("final/report.md", _report(trace, report, best, best_by_round, totals))
-    j.append(Event.final, stop="imported", remeasured=[], best=best)
-    j.append(Event.run_end, status="imported")
-    store.update_run(finished=datetime.now(timezone.utc).isoformat(timespec="seconds"), totals=totals,
-                     best_by_round=best_by_round, rounds_done=last_k, status="imported", best=best)
-    broken = verify(store.journal.path)
-    if broken:  # our own writing went wrong: say so rather than hand over a run that fails its audit
-        raise RuntimeError(f"imported journal does not verify: {broken[0]}")
-    return out
+        return best
+
+    def finish(self, last_pop: Population | None, last_k: int) -> None:
+        src, store = self.src, self.store
+        best = self.write_final(last_pop, last_k)
+        totals = _totals(src, self.n_verdicts)
+        store.write("final/report.md", _report(src.trace, src.report, best, self.best_by_round, totals))
+        store.journal.append(Event.final, stop="imported", remeasured=[], best=best)
+        store.journal.append(Event.run_end, status="imported")
+        store.update_run(finished=datetime.now(timezone.utc).isoformat(timespec="seconds"), totals=totals,
+                         best_by_round=self.best_by_round, rounds_done=last_k, status="imported", best=best)
+        broken = verify(store.journal.path)
+        if broken:  # our own writing went wrong: say so rather than hand over a run that fails its audit
+            raise RuntimeError(f"imported journal does not verify: {broken[0]}")
+
+
+def _totals(src: _Source, n_verdicts: int) -> dict[str, Any]:
+    kinds = Counter(failure_kind(s.evaluation, s.score) or "passed" for s in src.union.values())
+    return {"solutions": len(src.union), "passed": kinds.pop("passed", 0), "failed": sum(kinds.values()),
+            "failures_by_kind": dict(sorted(kinds.items())), "evaluations": n_verdicts, "checkpoints": len(src.rounds),
+            "iterations": len(src.trace.iterations), "llm_calls": 0, "input_tokens": 0, "output_tokens": 0, "usd": 0}
 
 
 def _report(trace: Trace, report: TraceReport, best: dict[str, Any], best_by_round: list[dict[str, Any]],

@@ -27,6 +27,7 @@ import tarfile
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -165,51 +166,20 @@ class DockerBackend:
             return self._grade_in(api, prepared, request, w)
 
     def _grade_in(self, api: docker.APIClient, prepared: Prepared, request: GradeRequest, w: _Warm) -> GradeRun:
-        task = prepared.task
         start = time.monotonic()
         command, results = command_for(request, prepared)
-
-        def infra(msg: str, rc: int = -1, output: str = "") -> GradeRun:
-            self.containers.discard(api, w)
-            return GradeRun(None, rc, False, time.monotonic() - start, output, infra_error=msg)
-
-        events = None
+        staging = _Staging(w)
         try:
-            if request.grader == "hidden":
-                shutil.copytree(task.tests_dir, w.staging / "tests", symlinks=True, dirs_exist_ok=True)
-            for name, host in request.reviewer_files.items():
-                shutil.copyfile(host, w.staging / "reviewer" / name)
-            if request.trust is not None:
-                instrument.write_config(w.staging / "trust", request.trust)
-                for name, host in request.trust_files.items():
-                    shutil.copyfile(host, w.staging / "trust" / name)
-                # read here while the engine runs on this host; a remote engine's gradings keep the files only
-                events = collect.EventSocket(w.staging / "trust" / "events.sock")
-            deletions = self._write_candidate(api, prepared, w, request.files)
-            if deletions:
-                command = f"rm -f -- {' '.join(shlex.quote(p) for p in deletions)}; {command}"
-            rc, output, timed_out, broke, bombed = self._run_grader(api, w, grader_script(command, w.keep, results=results), request)
-            (request.out_dir / "grader_output.log").write_text(output)
-            self._copy_logs(api, w, request.out_dir / "logs")
-            trust_events = self._trust_events(api, w, events, request) if events is not None else []
-            events = None
-            reward = None
-            for rel in results:
-                reward = self._reward(api, w, rel, request.out_dir / "logs")
-                if reward is not None:
-                    break
-            running = api.inspect_container(w.id)["State"]
+            staging.fill(prepared.task, request)
+            ran = self._exec_grader(api, prepared, request, w, command, results, staging)
         except (APIError, DockerException, OSError) as e:
-            return infra(f"the container engine failed while grading: {_short(e)}")
+            return self._infra(api, w, start, f"the container engine failed while grading: {_short(e)}")
         finally:
-            if events is not None:
-                events.close()
-            for sub in ("tests", "reviewer", "trust"):
-                _empty(w.staging / sub)
-        if not running.get("Running"):
+            staging.empty()
+        if not ran.state.get("Running"):
             # the container itself is gone (killed by the engine or the host): not the candidate's doing
-            why = "the kernel's OOM killer" if running.get("OOMKilled") else f"exit {running.get('ExitCode')}"
-            return infra(f"the grading container died while grading ({why})", rc, output)
+            why = "the kernel's OOM killer" if ran.state.get("OOMKilled") else f"exit {ran.state.get('ExitCode')}"
+            return self._infra(api, w, start, f"the grading container died while grading ({why})", ran.rc, ran.output)
         w.gradings += 1
         oom_before, pids_before = w.oom, w.pids_max
         w.pids_max = max(w.pids_max, cgroup_count(w.pids_events, "max"))
@@ -221,26 +191,54 @@ class DockerBackend:
             self.containers.discard(api, w)
         if request.trust is not None and w.changed is not None:
             # startup files and the image's modules the grading changed, whatever did (trust/written.py)
-            trust_events += written.from_changes(w.changed, w.writable, written.candidate_paths(task.scope, request.files), w.texts)
+            ran.trust_events += written.from_changes(w.changed, w.writable, written.candidate_paths(prepared.task.scope, request.files),
+                                                     w.texts)
+        return self._judged(api, prepared.task, request, w, ran, oom_before, pids_before, start)
+
+    def _infra(self, api: docker.APIClient, w: _Warm, start: float, msg: str, rc: int = -1, output: str = "") -> GradeRun:
+        self.containers.discard(api, w)
+        return GradeRun(None, rc, False, time.monotonic() - start, output, infra_error=msg)
+
+    def _exec_grader(self, api: docker.APIClient, prepared: Prepared, request: GradeRequest, w: _Warm, command: str,
+                     results: list[str], staging: "_Staging") -> "_Ran":
+        """The candidate's files in place, the grader run, its logs, the guard's events and the reward read."""
+        deletions = self._write_candidate(api, prepared, w, request.files)
+        if deletions:
+            command = f"rm -f -- {' '.join(shlex.quote(p) for p in deletions)}; {command}"
+        rc, output, timed_out, broke, bombed = self._run_grader(api, w, grader_script(command, w.keep, results=results), request)
+        (request.out_dir / "grader_output.log").write_text(output)
+        self._copy_logs(api, w, request.out_dir / "logs")
+        trust_events = self._trust_events(api, w, staging.events, request) if staging.events is not None else []
+        staging.events = None
+        reward = None
+        for rel in results:
+            reward = self._reward(api, w, rel, request.out_dir / "logs")
+            if reward is not None:
+                break
+        return _Ran(rc, output, timed_out, broke, bombed, trust_events, reward, api.inspect_container(w.id)["State"])
+
+    def _judged(self, api: docker.APIClient, task: Task, request: GradeRequest, w: _Warm, ran: "_Ran", oom_before: int,
+                pids_before: int, start: float) -> GradeRun:
+        """The grading's result from what it ran and what the container's counters saw; limits.json beside its logs."""
         env = task.toml.environment
         forks_refused = w.pids_max > pids_before
-        report = GradingReport(rc, output, time.monotonic() - start, reward=reward, timed_out=timed_out,
-                               grader_seconds=grader_seconds(output), oom_killed=w.oom > oom_before,
+        report = GradingReport(ran.rc, ran.output, time.monotonic() - start, reward=ran.reward, timed_out=ran.timed_out,
+                               grader_seconds=grader_seconds(ran.output), oom_killed=w.oom > oom_before,
                                memory_peak_bytes=w.peak, memory_mb=env.memory_mb, pids=self.config.pids_limit,
-                               trust_events=trust_events, trust_socket=any(e.get("via") == "socket" for e in trust_events))
-        if broke and not forks_refused:
+                               trust_events=ran.trust_events, trust_socket=any(e.get("via") == "socket" for e in ran.trust_events))
+        if ran.broke and not forks_refused:
             self.containers.discard(api, w)
-            report.infra_error = f"the grader's output stream broke: {broke}"
+            report.infra_error = f"the grader's output stream broke: {ran.broke}"
             return grading_result(report, self.config.stray_processes)
         # A fork bomb can break the engine's exec stream (podman's attach): the refused forks the
         # pids cgroup counted still name it, so it is the candidate's failure, not the engine's.
-        report.strays = left_running(output) if not (timed_out or broke) else []
-        report.forged = bool(forged_results(output))
+        report.strays = left_running(ran.output) if not (ran.timed_out or ran.broke) else []
+        report.forged = bool(forged_results(ran.output))
         report.breaches = [TOO_MANY_PROCESSES] if forks_refused else []
         limits_seen = {"limits": {"memory_mb": env.memory_mb, "cpus": env.cpus, "pids": self.config.pids_limit,
                                   "timeout_sec": request.timeout, "network": "none"},
                        "container": w.name, "container_gradings": w.gradings, "oom_kills": w.oom - oom_before,
-                       "forks_refused": w.pids_max - pids_before, "stopped_at_first_refused_fork": bombed,
+                       "forks_refused": w.pids_max - pids_before, "stopped_at_first_refused_fork": ran.bombed,
                        "strays": report.strays, "unenforced": self.unenforced}
         (request.out_dir / "limits.json").write_text(json.dumps(limits_seen, indent=1))
         report.notes = [unenforced_note(self.unenforced, f"the container engine ({self._base_url}: rootless on cgroups v1) never",
@@ -359,3 +357,44 @@ def _empty(folder: Path) -> None:
         else:
             p.unlink(missing_ok=True)
 
+
+@dataclass
+class _Ran:
+    """What one run of the grader left: its exit, output and how it ended (the output stream's
+    break, a stop at the first refused fork), the guard's events, the reward, the container's state."""
+    rc: int
+    output: str
+    timed_out: bool
+    broke: str | None
+    bombed: bool
+    trust_events: list[dict[str, Any]]
+    reward: dict[str, Any] | None
+    state: dict[str, Any]
+
+
+class _Staging:
+    """What a grading is given through its container's host folders (tests/, reviewer/, trust/ and
+    the guard's event socket), emptied after it whatever happened."""
+
+    def __init__(self, w: _Warm):
+        self.w = w
+        self.events: collect.EventSocket | None = None
+
+    def fill(self, task: Task, request: GradeRequest) -> None:
+        staging = self.w.staging
+        if request.grader == "hidden":
+            shutil.copytree(task.tests_dir, staging / "tests", symlinks=True, dirs_exist_ok=True)
+        for name, host in request.reviewer_files.items():
+            shutil.copyfile(host, staging / "reviewer" / name)
+        if request.trust is not None:
+            instrument.write_config(staging / "trust", request.trust)
+            for name, host in request.trust_files.items():
+                shutil.copyfile(host, staging / "trust" / name)
+            # read here while the engine runs on this host; a remote engine's gradings keep the files only
+            self.events = collect.EventSocket(staging / "trust" / "events.sock")
+
+    def empty(self) -> None:
+        if self.events is not None:
+            self.events.close()
+        for sub in ("tests", "reviewer", "trust"):
+            _empty(self.w.staging / sub)
