@@ -42,11 +42,9 @@ def _read_config(os):
     return cfg if isinstance(cfg, dict) else None
 
 
-def _start():  # noqa: C901 - one closure so that no module global can switch it off
-    import os  # noqa: PLC0415 - loaded by site already, never slow to import here
-    cfg = _read_config(os)
-    if cfg is None:
-        return None
+def _roles(os, cfg):
+    """(cand_paths, real_of, role) over the config's files. Called once, by _start: what it makes
+    is held by the guard's closures, never looked up here again."""
     cand_paths = {p: rel for rel, p in cfg.get("candidate_paths", {}).items()}
     cand_hashes = dict(cfg.get("candidate_hashes", {}))  # sha256 -> rel
     base_hashes = dict(cfg.get("baseline_hashes", {}))  # sha256 -> rel (the frozen baseline's copies)
@@ -86,7 +84,46 @@ def _start():  # noqa: C901 - one closure so that no module global can switch it
                     r = None
         role_of[filename] = r
         return r
+    return cand_paths, real_of, role
 
+
+def _planted_check(os, cfg, role):
+    """planted (below), over the grading's start and the image's folders. Called once, by _start,
+    as _roles is."""
+    started = float(cfg.get("started") or 0)
+    image_roots = tuple({os.path.realpath(p) + "/" for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+                        | {"/usr/lib/python3", "/tests/", "/opt/loop/", "/.pesflow-trust/"})
+    # where a grading can write (its source tree, HOME with the user's site folder, the scratch
+    # folders): never passed over as the image's, whatever site folder or prefix lies there
+    writable = tuple(w.rstrip("/") + "/" for w in (cfg.get("source_root") or "", os.environ.get("HOME") or "",
+                                                   "/tmp", "/var/tmp", "/dev/shm", "/logs") if w.strip("/"))
+
+    def planted(name, fn, cached):
+        """A module file outside the interpreter's own folders written since the grading began,
+        or its bytecode cache: pesflow_guard_planted looks closer (a stat or two a module here)."""
+        if not started or not isinstance(fn, str) or (
+                (fn.startswith(image_roots) or "-packages/" in fn) and not fn.startswith(writable)):
+            return
+        try:
+            if role(fn) is not None:
+                return
+            if os.stat(fn).st_ctime > started:
+                import pesflow_guard_planted  # noqa: PLC0415 - slow to import in every interpreter: only where the grading wrote a module
+                pesflow_guard_planted.shadow(cfg, name, fn, role)
+            elif isinstance(cached, str) and cached != fn and os.stat(cached).st_ctime > started:
+                import pesflow_guard_planted  # noqa: PLC0415 - slow to import in every interpreter: only where the grading wrote a module's cache
+                pesflow_guard_planted.cache(cfg, name, fn, cached)
+        except Exception:  # noqa: BLE001 - the guard never breaks an import
+            pass
+    return planted
+
+
+def _start():  # one closure so that no module global can switch it off (its helpers only make its parts)
+    import os  # noqa: PLC0415 - loaded by site already, never slow to import here
+    cfg = _read_config(os)
+    if cfg is None:
+        return None
+    cand_paths, real_of, role = _roles(os, cfg)
     guard = [None]  # None: waiting; False: coming on; then what pesflow_guard_active.install returned
 
     def turn_on():
@@ -113,32 +150,7 @@ def _start():  # noqa: C901 - one closure so that no module global can switch it
                 turn_on()
     sys.addaudithook(hook)
 
-    started = float(cfg.get("started") or 0)
-    image_roots = tuple({os.path.realpath(p) + "/" for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-                        | {"/usr/lib/python3", "/tests/", "/opt/loop/", "/.pesflow-trust/"})
-    # where a grading can write (its source tree, HOME with the user's site folder, the scratch
-    # folders): never passed over as the image's, whatever site folder or prefix lies there
-    writable = tuple(w.rstrip("/") + "/" for w in (cfg.get("source_root") or "", os.environ.get("HOME") or "",
-                                                   "/tmp", "/var/tmp", "/dev/shm", "/logs") if w.strip("/"))
-
-    def planted(name, fn, cached):
-        """A module file outside the interpreter's own folders written since the grading began,
-        or its bytecode cache: pesflow_guard_planted looks closer (a stat or two a module here)."""
-        if not started or not isinstance(fn, str) or (
-                (fn.startswith(image_roots) or "-packages/" in fn) and not fn.startswith(writable)):
-            return
-        try:
-            if role(fn) is not None:
-                return
-            if os.stat(fn).st_ctime > started:
-                import pesflow_guard_planted  # noqa: PLC0415 - slow to import in every interpreter: only where the grading wrote a module
-                pesflow_guard_planted.shadow(cfg, name, fn, role)
-            elif isinstance(cached, str) and cached != fn and os.stat(cached).st_ctime > started:
-                import pesflow_guard_planted  # noqa: PLC0415 - slow to import in every interpreter: only where the grading wrote a module's cache
-                pesflow_guard_planted.cache(cfg, name, fn, cached)
-        except Exception:  # noqa: BLE001 - the guard never breaks an import
-            pass
-
+    planted = _planted_check(os, cfg, role)
     be = sys.modules.get("_frozen_importlib_external")
     if be is not None:  # the import system, wrapped once: the guard's steps around each module's code
         inner = be._LoaderBasics.exec_module

@@ -27,7 +27,7 @@ import pesflow_probe_inputs as inputs
 import pesflow_probe_objects as objects
 import pesflow_same_answer as same_answer
 from pesflow_probe_inputs import load_module, loads
-from pesflow_probe_values import _np, _torch, close, numeric, on_gpu, plain, sync  # noqa: F401 - the probes' helpers
+from pesflow_probe_values import _torch, close, leaves, nbytes, numeric, on_gpu, overwrite, plain, rolled, shifts, sync
 
 _T0 = time.perf_counter()
 _T0_WALL = time.time()  # the host's clock too: what the handing over costs (screen.py)
@@ -39,83 +39,6 @@ if not os.path.exists(CONFIG):  # pesflow's own tests (the guard's rule: a gradi
 OUT = "/.pesflow-trust-out/probe.json"
 if not os.path.exists(os.path.dirname(OUT)):
     OUT = os.environ.get("PESFLOW_TRUST_TEST_OUT") or OUT
-
-
-_SCALARS = (type(None), bool, int, float, complex, str, bytes)
-
-
-def _flat(v):
-    """A list of plain scalars (or of tuples of them): new values of it are its items reordered."""
-    return type(v) is list and len(v) > 1 and all(
-        type(x) in _SCALARS or (type(x) is tuple and all(type(y) in _SCALARS for y in x)) for x in v)
-
-
-def leaves(v, out=None):
-    """The mutable values an input holds, in order: arrays, tensors and lists of scalars (inputs
-    of every kind the harness passes, not only arrays, get new values)."""
-    out = [] if out is None else out
-    np, t = _np(), _torch()
-    if (np is not None and isinstance(v, np.ndarray) and v.flags.writeable) or (t is not None and isinstance(v, t.Tensor)) or _flat(v):
-        out.append(v)
-    elif isinstance(v, (tuple, list)):
-        for x in v:
-            leaves(x, out)
-    elif isinstance(v, dict):
-        for x in v.values():
-            leaves(x, out)
-    return out
-
-
-def _length(leaf):
-    return len(leaf) if type(leaf) is list else (leaf.shape[0] if getattr(leaf, "ndim", 0) >= 1 else 0)
-
-
-def rolled(args, k=0):
-    """New values of the same kinds, shapes and range: each array's elements (a list's items)
-    rolled along its first axis (indices stay valid indices), by a shift that `k` varies."""
-    new = copy.deepcopy(args)
-    for leaf in leaves(new):
-        n = _length(leaf)
-        if n > 1:
-            shift = (max(1, n // 3) + k) % n or 1
-            t = _torch()
-            if type(leaf) is list:
-                leaf[:] = leaf[-shift:] + leaf[:-shift]
-            elif t is not None and isinstance(leaf, t.Tensor):
-                leaf.copy_(t.roll(leaf, shifts=shift, dims=0))
-            else:
-                _np().copyto(leaf, _np().roll(leaf, shift, axis=0))
-    return new
-
-
-def shifts(args, count):
-    """Up to `count` values of `rolled`'s k, each giving values no other k gave (k=0 among them)."""
-    n = max([_length(x) for x in leaves(args)] or [0])
-    got = {}
-    for k in range(n + 1 if n > 1 else 0):
-        got.setdefault((max(1, n // 3) + k) % n or 1, k)  # the shift of the longest array
-    return sorted(got.values())[1:count + 1]
-
-
-def nbytes(args):
-    return sum(int(getattr(x, "nbytes", 0) or (x.numel() * x.element_size() if hasattr(x, "numel") else 0)) for x in leaves(args))
-
-
-def overwrite(dst, src):
-    """Rewrite dst's arrays (lists) in place with src's values (same shapes); False when they differ."""
-    a, b = leaves(dst), leaves(src)
-    if not a or len(a) != len(b) or any(type(x) is not type(y) or (len(x) if type(x) is list else tuple(x.shape)) !=
-                                        (len(y) if type(y) is list else tuple(y.shape)) for x, y in zip(a, b)):
-        return False
-    t = _torch()
-    for x, y in zip(a, b):
-        if type(x) is list:
-            x[:] = y
-        elif t is not None and isinstance(x, t.Tensor):
-            x.copy_(y)
-        else:
-            _np().copyto(x, y)
-    return True
 
 
 def late_inputs_differ(fn, args, kwargs):
@@ -215,139 +138,198 @@ HELPERS = {"plain": plain, "close": close, "numeric": numeric, "sync": sync, "on
            "shifts": shifts, "nbytes": nbytes, "overwrite": overwrite}
 
 
-def main():
-    t_main = time.perf_counter()
-    spent = [0.0]  # loading the candidate's modules and the references (imports, a JIT's build)
-    cfg = json.load(open(CONFIG))["probe"]
-    deadline = time.monotonic() + 600  # until the first call has run (then the budget)
-    warm = None
-    full = bool(cfg.get("full"))
-    findings, checks = [], {"calls": 0, "compared": 0, "skipped": [], **({"warm": WARM} if WARM is not None else {})}
-    recs = cfg.get("records", [])
-    checks["restored"] = inputs.restore(cfg.get("restore") or {}, os.path.dirname(CONFIG))
-    first = recs[0] if recs else None
-    loaded = checks["loads"] = []  # [what, seconds]: where the fixed cost of a probe goes
-    for name in ("numpy", "torch"):  # what the inputs hold, from the interpreter's own path first:
-        if name not in sys.modules and any(name.encode() in inputs.blob(r, os.path.dirname(CONFIG)) for r in recs):  # never a folder the grading wrote
-            t_load = time.perf_counter()
-            try:
-                importlib.import_module(name)
-                loaded.append([name, round(time.perf_counter() - t_load, 4)])
-            except Exception:  # noqa: BLE001 - not installed there: the harness's path may have it
-                pass
-    if first:
-        sys.path[:0] = [p for p in first.get("sys_path") or [] if p not in sys.path]
-        try:
-            os.chdir(first.get("cwd") or "/")
-        except OSError:
-            pass
-    mods, refs, matches = {}, {}, []
-    replayable = []  # (rec, module key, fn, args, kwargs): the calls a profile may repeat
-    late_checked = False
-    spent[0] += sum(t for _, t in loaded)
+class Probing:
+    """One run of the probes: the config, the modules loaded (and what loading them cost), and
+    what the probes found, in the order the kept calls come."""
 
-    def reference(rec, key, i):
+    def __init__(self):
+        self.t_main = time.perf_counter()
+        self.spent = 0.0  # loading the candidate's modules and the references (imports, a JIT's build)
+        self.cfg = cfg = json.load(open(CONFIG))["probe"]
+        self.deadline = time.monotonic() + 600  # until the first call has run (then the budget)
+        self.budget_started = False
+        self.full = bool(cfg.get("full"))
+        self.findings, self.checks = [], {"calls": 0, "compared": 0, "skipped": [], **({"warm": WARM} if WARM is not None else {})}
+        self.recs = cfg.get("records", [])
+        self.checks["restored"] = inputs.restore(cfg.get("restore") or {}, os.path.dirname(CONFIG))
+        self.loaded = self.checks["loads"] = []  # [what, seconds]: where the fixed cost of a probe goes
+        self.mods, self.refs, self.matches = {}, {}, []
+        self.replayable = []  # (rec, module key, fn, args, kwargs): the calls a profile may repeat
+        self.late_checked = False
+        self.helpers = HELPERS
+        self.paced = None  # (pesflow_probe_pace, its cases, the baseline timed before any candidate code is loaded)
+        self.base_said = {}  # {record's index: the baseline's answer}, from its first timed call there
+        self.answered = {}  # {record's index: (the candidate's first answer, whether it left its inputs as they were)}
+
+    def enter_process(self):
+        """The process as the harness's was: numpy and torch where the inputs hold them, then its
+        path and working folder."""
+        for name in ("numpy", "torch"):  # what the inputs hold, from the interpreter's own path first:
+            if name not in sys.modules and any(name.encode() in inputs.blob(r, os.path.dirname(CONFIG)) for r in self.recs):  # never a folder the grading wrote
+                t_load = time.perf_counter()
+                try:
+                    importlib.import_module(name)
+                    self.loaded.append([name, round(time.perf_counter() - t_load, 4)])
+                except Exception:  # noqa: BLE001 - not installed there: the harness's path may have it
+                    pass
+        if self.recs:
+            first = self.recs[0]
+            sys.path[:0] = [p for p in first.get("sys_path") or [] if p not in sys.path]
+            try:
+                os.chdir(first.get("cwd") or "/")
+            except OSError:
+                pass
+        self.spent += sum(t for _, t in self.loaded)
+
+    def reference(self, rec, key, i):
         """The i-th reference module of `key` (the baseline first), loaded when first needed:
         loading a module can build a kernel. None where it cannot be loaded here."""
-        refs.setdefault(key, [None] * len(cfg.get("references", {}).get(key, [])))
-        if refs[key][i] is None:
+        refs = self.refs.setdefault(key, [None] * len(self.cfg.get("references", {}).get(key, [])))
+        if refs[i] is None:
             t_load = time.perf_counter()
             try:
-                refs[key][i] = load_module(rec, cfg["references"][key][i], "__pesflow_ref%d" % i)
+                refs[i] = load_module(rec, self.cfg["references"][key][i], "__pesflow_ref%d" % i)
             except Exception:  # noqa: BLE001 - never tried again
-                refs[key][i] = False
-            spent[0] += time.perf_counter() - t_load
-            loaded.append(["reference %d of %s" % (i, os.path.basename(key)), round(time.perf_counter() - t_load, 4)])
-        return refs[key][i] or None
+                refs[i] = False
+            self.spent += time.perf_counter() - t_load
+            self.loaded.append(["reference %d of %s" % (i, os.path.basename(key)), round(time.perf_counter() - t_load, 4)])
+        return refs[i] or None
 
-    def module(key, rec):
-        if key not in mods:
+    def module(self, key, rec):
+        if key not in self.mods:
             t_load = time.perf_counter()
-            mods[key] = load_module(rec)
-            refs.setdefault(key, [None] * len(cfg.get("references", {}).get(key, [])))  # each loaded when first needed
-            spent[0] += time.perf_counter() - t_load
-            loaded.append([os.path.basename(key), round(time.perf_counter() - t_load, 4)])
-        return mods[key]
+            self.mods[key] = load_module(rec)
+            self.refs.setdefault(key, [None] * len(self.cfg.get("references", {}).get(key, [])))  # each loaded when first needed
+            self.spent += time.perf_counter() - t_load
+            self.loaded.append([os.path.basename(key), round(time.perf_counter() - t_load, 4)])
+        return self.mods[key]
 
-    helpers = HELPERS
-    paced = None  # the baseline timed before any candidate code is loaded (pesflow_probe_pace.py)
-    base_said = {}  # {record's index: the baseline's answer}, from its first timed call there
-    if cfg.get("pace") and not cfg.get("only_profile"):
+    def time_baseline(self):
+        """The baseline timed before any candidate code is loaded (pesflow_probe_pace.py)."""
+        cfg = self.cfg
+        if not cfg.get("pace") or cfg.get("only_profile"):
+            return
         import pesflow_probe_pace as pace  # noqa: PLC0415 - slow to import in every probe: only where the figure is to be reproduced
-        chosen = pace.cases(recs, cfg["pace"].get("baseline_refs") or (), lambda rec: inputs.blob(rec, os.path.dirname(CONFIG)), loads)
-        paced = (chosen, pace.baseline_first(chosen, lambda rec: getattr(reference(rec, rec["file"], 0), rec["fn"], None),
-                                             helpers, float(cfg["pace"].get("budget_sec", 3)) / 2, base_said))
-    # the first call on each kept input whose answer the grader got, before any other: what a
-    # candidate answers pesflow must not hang on how many calls pesflow made before it
-    answered = {} if cfg.get("only_profile") else first_answers(recs, module)
-    for idx, rec in enumerate(recs):
-        if time.monotonic() > deadline:
-            checks["skipped"].append("budget")
-            break
+        chosen = pace.cases(self.recs, cfg["pace"].get("baseline_refs") or (), lambda rec: inputs.blob(rec, os.path.dirname(CONFIG)), loads)
+        self.paced = (pace, chosen, pace.baseline_first(chosen, lambda rec: getattr(self.reference(rec, rec["file"], 0), rec["fn"], None),
+                                                        self.helpers, float(cfg["pace"].get("budget_sec", 3)) / 2, self.base_said))
+
+    def probe_calls(self):
+        """Every kept call's probes, within the budget (a profile's grading: each call rebuilt only)."""
+        # the first call on each kept input whose answer the grader got, before any other: what a
+        # candidate answers pesflow must not hang on how many calls pesflow made before it
+        self.answered = {} if self.cfg.get("only_profile") else first_answers(self.recs, self.module)
+        for idx, rec in enumerate(self.recs):
+            if time.monotonic() > self.deadline:
+                self.checks["skipped"].append("budget")
+                break
+            call = self.rebuilt(rec)
+            if call is None or self.cfg.get("only_profile"):  # a grading no result can come of: its profile alone (evaluator/profile.py)
+                continue
+            key, blob, entry, args, kwargs = call
+            if rec.get("cls"):
+                self.probe_instance(rec, key, blob, entry)
+            else:
+                self.probe_function(idx, rec, key, entry, args, kwargs)
+
+    def rebuilt(self, rec):
+        """(module key, kept input, the class or the function, args, kwargs) of a kept call, with
+        the process's argv as it was; None where it cannot be rebuilt here (noted)."""
         blob = inputs.blob(rec, os.path.dirname(CONFIG))
         if rec.get("size") is not None and len(blob) != rec["size"]:
-            checks["skipped"].append("%s: a kept input did not come back whole" % rec["fn"])
-            continue
+            self.checks["skipped"].append("%s: a kept input did not come back whole" % rec["fn"])
+            return None
         if hashlib.sha256(blob).hexdigest() != rec["sha256"]:
-            findings.append(("probe.input_rewritten", "a kept input of %s was rewritten before the probe" % rec["fn"]))
-            continue
+            self.findings.append(("probe.input_rewritten", "a kept input of %s was rewritten before the probe" % rec["fn"]))
+            return None
+        args = kwargs = None  # an instance's calls are rebuilt by its probe
         try:
             key = rec["file"]
-            module(key, rec)
+            self.module(key, rec)
             if rec.get("cls"):
-                cls = getattr(mods[key], rec["cls"])
+                entry = getattr(self.mods[key], rec["cls"])
                 loads(blob, rec.get("argv"))  # its inputs can be rebuilt here
             else:
-                fn = getattr(mods[key], rec["fn"])
-                fn = getattr(fn, "__wrapped__", fn)
+                entry = _entry(self.mods[key], rec["fn"])
                 args, kwargs = loads(blob, rec.get("argv"))
         except Exception as e:  # noqa: BLE001 - an input or module the probe cannot rebuild: not the candidate's fault
-            checks["skipped"].append("%s: %s" % (rec["fn"], type(e).__name__))
-            continue
+            self.checks["skipped"].append("%s: %s" % (rec["fn"], type(e).__name__))
+            return None
         if isinstance(sys.argv, list) and rec.get("argv"):
             list.__setitem__(sys.argv, slice(None), list(rec["argv"]))
         if not rec.get("cls"):
-            replayable.append((rec, key, fn, args, kwargs))
-        if cfg.get("only_profile"):  # a grading no result can come of: its profile alone (evaluator/profile.py)
-            continue
+            self.replayable.append((rec, key, entry, args, kwargs))
+        return key, blob, entry, args, kwargs
+
+    def start_budget(self):
+        """The budget counts from the first call that ran: imports and a JIT's first compile are not probing."""
+        self.budget_started = True
+        self.deadline = time.monotonic() + float(self.cfg.get("budget_sec", 10))
+
+    def probe_instance(self, rec, key, blob, cls):
+        """The calls kept on an instance, made again on a new one (pesflow_probe_objects.py)."""
+        where = "%s (the instance the process `%s` made first, %s calls)" % (
+            rec["cls"], " ".join(map(str, (rec.get("argv") or [])[:3])), rec["n"])
+        bases = (lambda: [c for c in (getattr(self.reference(rec, key, i), rec["cls"], None)
+                                      for i in range(len(self.refs[key]))) if isinstance(c, type)])
+        got, ms, notes = objects.probe(rec, blob, cls, bases, dict(self.helpers, loads=lambda b: loads(b, rec.get("argv"))),
+                                       float(self.cfg.get("budget_sec", 10)), self.full, where)
+        self.findings += got
+        self.matches += ms
+        self.checks["calls"] += 1
+        self.checks["compared"] += len(ms)
+        if notes:
+            self.checks.setdefault("objects", []).extend(notes)
+        if not self.budget_started:
+            self.start_budget()
+
+    def probe_function(self, idx, rec, key, fn, args, kwargs):
+        """A kept call made again: its output, against the baseline's and the grader's, then on
+        inputs rewritten in place, then timed (the budget left allowing)."""
         where = "%s (call %s of the process `%s`)" % (rec["fn"], rec["n"], " ".join(map(str, (rec.get("argv") or [])[:3])))
-        if rec.get("cls"):
-            where = "%s (the instance the process `%s` made first, %s calls)" % (
-                rec["cls"], " ".join(map(str, (rec.get("argv") or [])[:3])), rec["n"])
-            bases = (lambda rec=rec, key=key: [c for c in (getattr(reference(rec, key, i), rec["cls"], None)
-                                                            for i in range(len(refs[key]))) if isinstance(c, type)])
-            got, ms, notes = objects.probe(rec, blob, cls, bases, dict(helpers, loads=lambda b: loads(b, rec.get("argv"))),
-                                           float(cfg.get("budget_sec", 10)), full, where)
-            findings += got
-            matches += ms
-            checks["calls"] += 1
-            checks["compared"] += len(ms)
-            if notes:
-                checks.setdefault("objects", []).extend(notes)
-            if warm is None:
-                warm = deadline = time.monotonic() + float(cfg.get("budget_sec", 10))
-            continue
+        first = self.first_call(rec, fn, args, kwargs, where)
+        if first is None:
+            return
+        first_in, later = first
+        want = self.baseline_answer(idx, rec, key, args, kwargs)
+        if want is not None:  # by value whatever its kind: exactly, floats within a tolerance
+            self.checks["compared"] += 1
+            self.matches.append((where, tuple(rec.get("argv") or ()), close(later, want, loose=True)))
+        said = asked_otherwise(rec, *self.answered.get(idx, (None, False)), want, self.checks)
+        if said:
+            self.findings.append((said[0], "%s: %s" % (where, said[1])))
+        if time.monotonic() > self.deadline:
+            return
+        self.rewrite_in_place(rec, fn, args, kwargs, first_in, later, where)
+        if self.full and time.monotonic() <= self.deadline:
+            self.time_on_seen(rec, fn, args, kwargs, where)
+
+    def first_call(self, rec, fn, args, kwargs, where):
+        """A call on copies of the kept inputs: ((args, kwargs) as it left them, its output after a
+        pause), with what its return shows (work still running after it, inputs read before they
+        were written); None where it raised."""
+        checks = self.checks
         try:
             a0, k0 = copy.deepcopy(args), copy.deepcopy(kwargs)
             def counted(*a, **k):  # a call that returned counts, even where its output is no plain value
                 got = fn(*a, **k)
                 checks["calls"] += 1
                 return got
-            out, now, gap = objects.called(counted, a0, k0, helpers)  # gap: the caller's stream and its output's copy, then the rest
-            if warm is None:  # the budget counts from here: imports and a JIT's first compile are not probing
-                warm = deadline = time.monotonic() + float(cfg.get("budget_sec", 10))
+            out, now, gap = objects.called(counted, a0, k0, self.helpers)  # gap: the caller's stream and its output's copy, then the rest
+            if not self.budget_started:
+                self.start_budget()
             elif on_gpu():  # measured again where the caller waited for a CPU meanwhile
-                gap = objects.settle(gap, lambda: objects.called(fn, copy.deepcopy(args), copy.deepcopy(kwargs), helpers)[2],
+                gap = objects.settle(gap, lambda: objects.called(fn, copy.deepcopy(args), copy.deepcopy(kwargs), self.helpers)[2],
                                      lambda g: g[1] > max(2e-4, 5 * g[0]))
                 if gap:
-                    findings.append(("probe.gpu_busy_after_return", "%s: the GPU was still busy %.3g s after the caller's stream had "
-                                     "finished (%.3g s)" % (where, gap[1], gap[0])))
+                    self.findings.append(("probe.gpu_busy_after_return", "%s: the GPU was still busy %.3g s after the caller's stream "
+                                          "had finished (%.3g s)" % (where, gap[1], gap[0])))
         except TypeError as e:
-            findings.append(("probe.output_not_plain", "%s returned a %s, not plain values" % (where, e)))
-            continue
+            self.findings.append(("probe.output_not_plain", "%s returned a %s, not plain values" % (where, e)))
+            return None
         except Exception as e:  # noqa: BLE001
             checks["skipped"].append("%s raised %s" % (rec["fn"], type(e).__name__))
-            continue
+            return None
         time.sleep(0.02)
         sync()
         try:
@@ -355,38 +337,37 @@ def main():
         except TypeError:
             later = now
         if not close(now, later):
-            findings.append(("probe.output_changed_later", "%s: its output changed after it had returned" % where))
-        elif not late_checked and late_inputs_differ(fn, args, kwargs):
-            findings.append(("probe.answered_before_inputs", "%s: with the caller's stream held back, it answered before its "
-                             "inputs were written (its work runs on a stream that does not wait for the caller's)" % where))
-        late_checked = True  # once: a kernel fault it provokes would end the probing
-        want = base_said.get(idx)
-        for i in range(0 if want is not None else len(cfg.get("references", {}).get(key, []))):
-            # the baseline first; the package's reference only where the baseline gives no answer
-            # (a stub): loading a module can build a kernel, so none is loaded before it is needed
+            self.findings.append(("probe.output_changed_later", "%s: its output changed after it had returned" % where))
+        elif not self.late_checked and late_inputs_differ(fn, args, kwargs):
+            self.findings.append(("probe.answered_before_inputs", "%s: with the caller's stream held back, it answered before its "
+                                  "inputs were written (its work runs on a stream that does not wait for the caller's)" % where))
+        self.late_checked = True  # once: a kernel fault it provokes would end the probing
+        return (a0, k0), later
+
+    def baseline_answer(self, idx, rec, key, args, kwargs):
+        """The baseline's output on these inputs (its answer when paced, else a call now); the
+        package's reference's only where the baseline gives none (a stub). None where none does."""
+        want = self.base_said.get(idx)
+        for i in range(0 if want is not None else len(self.cfg.get("references", {}).get(key, []))):
+            # loading a module can build a kernel, so none is loaded before it is needed
             try:
-                ref = reference(rec, key, i)
+                ref = self.reference(rec, key, i)
                 if ref is None:
                     continue
                 want = plain(getattr(ref, rec["fn"])(*copy.deepcopy(args), **copy.deepcopy(kwargs)))
                 break
             except Exception:  # noqa: BLE001 - a stub baseline (NotImplementedError): the next reference
                 want = None
-        if want is not None:  # by value whatever its kind: exactly, floats within a tolerance
-            checks["compared"] += 1
-            matches.append((where, tuple(rec.get("argv") or ()), close(later, want, loose=True)))
-        said = asked_otherwise(rec, *answered.get(idx, (None, False)), want, checks)
-        if said:
-            findings.append((said[0], "%s: %s" % (where, said[1])))
-        if time.monotonic() > deadline:
-            continue
-        # rewritten in place: an honest function answers for the new values, not the old ones.
-        # The objects of the first call again, where it left them as they were (its output is
-        # already known: one call less); else new copies, called once first
+        return want
+
+    def rewrite_in_place(self, rec, fn, args, kwargs, first_in, first_out, where):
+        """Rewritten in place: an honest function answers for the new values, not the old ones.
+        The objects of the first call again, where it left them as they were (its output is
+        already known: one call less); else new copies, called once first."""
         other = rolled(args)
-        target, first = (a0, k0), later
+        target, first = first_in, first_out
         try:
-            if not _unchanged((a0, k0), (args, kwargs)):
+            if not _unchanged(first_in, (args, kwargs)):
                 target = (copy.deepcopy(args), copy.deepcopy(kwargs))
                 first = plain(fn(*target[0], **target[1]))
             if overwrite(target, (other, kwargs)):
@@ -394,43 +375,58 @@ def main():
                 fresh_in = (copy.deepcopy(other), copy.deepcopy(kwargs))  # kept: no later copy takes its ids
                 fresh = plain(fn(*fresh_in[0], **fresh_in[1]))
                 if not close(fresh, first, loose=True) and close(again, first, loose=True) and not close(again, fresh, loose=True):
-                    findings.append(("probe.old_output_after_rewrite", "%s: after its inputs were rewritten in place it returned the old output" % where))
+                    self.findings.append(("probe.old_output_after_rewrite", "%s: after its inputs were rewritten in place it returned the old output" % where))
         except Exception:  # noqa: BLE001 - rolled values the function cannot take: no conclusion
-            checks["skipped"].append("%s: rewritten inputs raised" % rec["fn"])
-        if not full or time.monotonic() > deadline:
-            continue
-        try:  # the same objects, copies, new values
-            found, row = objects.cache_times(fn, args, kwargs, helpers)
+            self.checks["skipped"].append("%s: rewritten inputs raised" % rec["fn"])
+
+    def time_on_seen(self, rec, fn, args, kwargs, where):
+        """The same objects, copies, new values, timed (pesflow_probe_objects.py's cache_times)."""
+        try:
+            found, row = objects.cache_times(fn, args, kwargs, self.helpers)
         except Exception as e:  # noqa: BLE001 - no conclusion (never the probe's end: what it found stands)
-            checks["skipped"].append("%s: timed calls raised %s" % (rec["fn"], type(e).__name__))
-            continue
-        checks.setdefault("timings", []).append([rec["fn"]] + row)
+            self.checks["skipped"].append("%s: timed calls raised %s" % (rec["fn"], type(e).__name__))
+            return
+        self.checks.setdefault("timings", []).append([rec["fn"]] + row)
         if found:
-            findings.append(("probe.fast_only_on_seen", "%s: %s" % (where, found)))
-    if not cfg.get("only_profile"):  # the same inputs answered otherwise later in the grader's process
-        findings += same_answer.judged(cfg.get("varied") or (), replayable,
-                                       lambda rec, key: getattr(reference(rec, key, 0), rec["fn"], None))
-    # Right in one pass (process) and wrong in every call of another: it knows which pass checks.
-    # A pass with right and wrong answers both is an answer with many right forms, not a cheat.
-    passes = {}
-    for where, argv, ok in matches:
-        passes.setdefault(argv, []).append((where, ok))
-    if any(all(ok for _, ok in calls) for calls in passes.values()):
-        for calls in passes.values():
-            if not any(ok for _, ok in calls):
-                findings += [("probe.wrong_in_unchecked_pass", "%s: its output differs from the baseline's on this input" % w)
-                             for w, _ in calls]
-    if paced:
-        checks["pace"] = pace.candidate_after(paced[0], paced[1], lambda rec: _entry(mods[rec["file"]], rec["fn"]), helpers,
-                                              float(cfg["pace"].get("budget_sec", 3)) / 2)
-    if cfg.get("profile"):
-        _profile(cfg, replayable, reference)
-    now = time.perf_counter()
-    checks["phases"] = {"modules": round(spent[0], 4), "probing": round(now - t_main - spent[0], 4),
-                        "started": round(t_main - _T0, 4)}  # where a probe's time goes (its imports before main)
-    checks["wall"] = [round(_T0_WALL, 4), round(time.time(), 4)]
-    with open(OUT, "w") as f:
-        json.dump({"findings": findings, "checks": checks}, f)
+            self.findings.append(("probe.fast_only_on_seen", "%s: %s" % (where, found)))
+
+    def conclude(self):
+        """What the calls show together, the candidate's pace and profile where asked for, and
+        where the probe's time went: written to OUT."""
+        cfg, findings, checks = self.cfg, self.findings, self.checks
+        if not cfg.get("only_profile"):  # the same inputs answered otherwise later in the grader's process
+            findings += same_answer.judged(cfg.get("varied") or (), self.replayable,
+                                           lambda rec, key: getattr(self.reference(rec, key, 0), rec["fn"], None))
+        # Right in one pass (process) and wrong in every call of another: it knows which pass checks.
+        # A pass with right and wrong answers both is an answer with many right forms, not a cheat.
+        passes = {}
+        for where, argv, ok in self.matches:
+            passes.setdefault(argv, []).append((where, ok))
+        if any(all(ok for _, ok in calls) for calls in passes.values()):
+            for calls in passes.values():
+                if not any(ok for _, ok in calls):
+                    findings += [("probe.wrong_in_unchecked_pass", "%s: its output differs from the baseline's on this input" % w)
+                                 for w, _ in calls]
+        if self.paced:
+            pace, chosen, base_first = self.paced
+            checks["pace"] = pace.candidate_after(chosen, base_first, lambda rec: _entry(self.mods[rec["file"]], rec["fn"]),
+                                                  self.helpers, float(cfg["pace"].get("budget_sec", 3)) / 2)
+        if cfg.get("profile"):
+            _profile(cfg, self.replayable, self.reference)
+        now = time.perf_counter()
+        checks["phases"] = {"modules": round(self.spent, 4), "probing": round(now - self.t_main - self.spent, 4),
+                            "started": round(self.t_main - _T0, 4)}  # where a probe's time goes (its imports before main)
+        checks["wall"] = [round(_T0_WALL, 4), round(time.time(), 4)]
+        with open(OUT, "w") as f:
+            json.dump({"findings": findings, "checks": checks}, f)
+
+
+def main():
+    probing = Probing()
+    probing.enter_process()
+    probing.time_baseline()
+    probing.probe_calls()
+    probing.conclude()
 
 
 def _profile(cfg, replayable, reference):

@@ -1,9 +1,10 @@
-"""Values for pesflow's probes (pesflow_probe.py): a plain copy of what a call returned, and
-comparison by value whatever its kind: exactly for ints, text and other exact values, within a
-tolerance for floats (arrays and tensors where they are). Standard library (numpy and torch
-when the values hold them); Python 3.8+.
+"""Values for pesflow's probes (pesflow_probe.py): a plain copy of what a call returned,
+comparison by value whatever its kind (exactly for ints, text and other exact values, within a
+tolerance for floats: arrays and tensors where they are), and new values for a call's inputs.
+Standard library (numpy and torch when the values hold them); Python 3.8+.
 """
 
+import copy
 import sys
 
 # pesflow's one tolerance for floats, |x - y| <= ATOL + RTOL * |y|, and the loose one (at most 1 %
@@ -119,3 +120,80 @@ def numeric(v, depth=0):
     if isinstance(v, dict) and depth < 6:
         return bool(v) and all(numeric(x, depth + 1) for x in v.values())
     return False
+
+
+_SCALARS = (type(None), bool, int, float, complex, str, bytes)
+
+
+def _flat(v):
+    """A list of plain scalars (or of tuples of them): new values of it are its items reordered."""
+    return type(v) is list and len(v) > 1 and all(
+        type(x) in _SCALARS or (type(x) is tuple and all(type(y) in _SCALARS for y in x)) for x in v)
+
+
+def leaves(v, out=None):
+    """The mutable values an input holds, in order: arrays, tensors and lists of scalars (inputs
+    of every kind the harness passes, not only arrays, get new values)."""
+    out = [] if out is None else out
+    np, t = _np(), _torch()
+    if (np is not None and isinstance(v, np.ndarray) and v.flags.writeable) or (t is not None and isinstance(v, t.Tensor)) or _flat(v):
+        out.append(v)
+    elif isinstance(v, (tuple, list)):
+        for x in v:
+            leaves(x, out)
+    elif isinstance(v, dict):
+        for x in v.values():
+            leaves(x, out)
+    return out
+
+
+def _length(leaf):
+    return len(leaf) if type(leaf) is list else (leaf.shape[0] if getattr(leaf, "ndim", 0) >= 1 else 0)
+
+
+def rolled(args, k=0):
+    """New values of the same kinds, shapes and range: each array's elements (a list's items)
+    rolled along its first axis (indices stay valid indices), by a shift that `k` varies."""
+    new = copy.deepcopy(args)
+    for leaf in leaves(new):
+        n = _length(leaf)
+        if n > 1:
+            shift = (max(1, n // 3) + k) % n or 1
+            t = _torch()
+            if type(leaf) is list:
+                leaf[:] = leaf[-shift:] + leaf[:-shift]
+            elif t is not None and isinstance(leaf, t.Tensor):
+                leaf.copy_(t.roll(leaf, shifts=shift, dims=0))
+            else:
+                _np().copyto(leaf, _np().roll(leaf, shift, axis=0))
+    return new
+
+
+def shifts(args, count):
+    """Up to `count` values of `rolled`'s k, each giving values no other k gave (k=0 among them)."""
+    n = max([_length(x) for x in leaves(args)] or [0])
+    got = {}
+    for k in range(n + 1 if n > 1 else 0):
+        got.setdefault((max(1, n // 3) + k) % n or 1, k)  # the shift of the longest array
+    return sorted(got.values())[1:count + 1]
+
+
+def nbytes(args):
+    return sum(int(getattr(x, "nbytes", 0) or (x.numel() * x.element_size() if hasattr(x, "numel") else 0)) for x in leaves(args))
+
+
+def overwrite(dst, src):
+    """Rewrite dst's arrays (lists) in place with src's values (same shapes); False when they differ."""
+    a, b = leaves(dst), leaves(src)
+    if not a or len(a) != len(b) or any(type(x) is not type(y) or (len(x) if type(x) is list else tuple(x.shape)) !=
+                                        (len(y) if type(y) is list else tuple(y.shape)) for x, y in zip(a, b)):
+        return False
+    t = _torch()
+    for x, y in zip(a, b):
+        if type(x) is list:
+            x[:] = y
+        elif t is not None and isinstance(x, t.Tensor):
+            x.copy_(y)
+        else:
+            _np().copyto(x, y)
+    return True
