@@ -68,10 +68,11 @@ def _search_needs_gpu(task: Task, backend: str) -> None:
     anything runs, naming what can be done instead."""
     if task.gpus == 0 or capabilities_of(SimpleNamespace(name=backend)).gpus != "host" or gpu_available():
         return
-    raise TaskError(f"{task.name} needs a GPU (gpus = {task.gpus}) and this machine has none; a search ranks candidates "
-                    "by GPU timings, which grading on the CPU does not take (correctness only), so `pesflow run` has no "
-                    f"--device: search on a GPU machine, or from here on a cloud GPU: `pesflow run {task.name} --backend modal`; "
-                    f"check a candidate's correctness here: `pesflow evaluate {task.name} --device cpu --candidate PATCH`")
+    raise TaskError(f"{task.name} needs a GPU (gpus = {task.gpus}) and this machine has "
+                    "none; a search ranks candidates by GPU timings, which grading on the CPU does not take "
+                    "(correctness only), so `pesflow run` has no --device: search on a GPU machine, or from here on a "
+                    f"cloud GPU: `pesflow run {task.name} --backend modal`; check a candidate's correctness here: "
+                    f"`pesflow evaluate {task.name} --device cpu --candidate PATCH`")
 
 
 def cmd_tasks(args: argparse.Namespace, config, console: Console) -> int:  # noqa: ANN001
@@ -96,8 +97,9 @@ def cmd_tasks(args: argparse.Namespace, config, console: Console) -> int:  # noq
 
 def cmd_tasks_fetch(args: argparse.Namespace, config) -> int:  # noqa: ANN001
     if args.tasks_root:
-        raise ValueError("--tasks-root is not read by `pesflow tasks fetch` (it clones into --dir, default benchmark.dir); "
-                         "drop it, or give it to `pesflow tasks` or `pesflow tasks check`")
+        raise ValueError("--tasks-root is not read by `pesflow tasks fetch` (it clones into "
+                         "--dir, default benchmark.dir); drop it, or give it to `pesflow "
+                         "tasks` or `pesflow tasks check`")
     b = config.benchmark
     try:
         rec = fetch(b.url, args.ref or b.ref, Path(args.dir or b.dir))
@@ -128,7 +130,8 @@ def cmd_tasks_check(args: argparse.Namespace, config) -> int:  # noqa: ANN001 - 
                          "name packages as <bench>/<dir> or package folders")
     recreated = [t.name for t in tasks if "bundled" in (t.source.repo or "")]
     if recreated and (note := fetch_note()):
-        print(f"pesflow tasks check: pesflow's bundled re-creations stand in for {len(recreated)} of these packages; {note}",
+        print("pesflow tasks check: pesflow's bundled re-creations stand in for "
+              f"{len(recreated)} of these packages; {note}",
               file=sys.stderr)
     require_backend(config.evaluator.backend)
     graders = ("hidden", "dev") if args.grader == "both" else (args.grader,)
@@ -191,10 +194,12 @@ def cmd_evaluate(args: argparse.Namespace, config, console: Console) -> int:  # 
         print(verdict_json(v))
     else:
         table = Table(show_header=False, title=f"{v.task} · {v.mode} · {v.grader} grader · {v.backend}")
-        for k in ("status", "reward", "speedup", "ref_speedup", "hard_fail_reasons", "tests", "hardware", "seconds", "log_dir", "message"):
+        for k in ("status", "reward", "speedup", "ref_speedup", "hard_fail_reasons", "tests", "hardware", "seconds",
+                  "log_dir", "message"):
             val = getattr(v, k)
             val = val.value if hasattr(val, "value") else val
-            table.add_row(k, ", ".join(val) if isinstance(val, list) else (f"{val.passed}/{val.total}" if k == "tests" else str(val)))
+            table.add_row(k, ", ".join(val) if isinstance(val, list) else (f"{val.passed}/{val.total}" if k == "tests"
+                                                                           else str(val)))
         console.print(table)
     # One line on trust; with --json on stderr, so that stdout stays one JSON object.
     out = sys.stderr if args.json else sys.stdout
@@ -361,9 +366,9 @@ def cmd_import(args: argparse.Namespace, config, console: Console) -> int:  # no
     return 0
 
 
-COMMANDS = {"resume": cmd_resume, "replay": cmd_replay, "audit": cmd_audit, "tasks": cmd_tasks, "evaluate": cmd_evaluate,
-            "calibrate": cmd_calibrate, "run": cmd_run, "baselines": cmd_baselines, "report": cmd_report,
-            "review": cmd_review, "import": cmd_import}
+COMMANDS = {"resume": cmd_resume, "replay": cmd_replay, "audit": cmd_audit, "tasks": cmd_tasks,
+            "evaluate": cmd_evaluate, "calibrate": cmd_calibrate, "run": cmd_run, "baselines": cmd_baselines,
+            "report": cmd_report, "review": cmd_review, "import": cmd_import}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -403,7 +408,8 @@ def main(argv: list[str] | None = None) -> int:
         # a write outside a run directory (the cache, a baselines folder, a tasks-check folder)
         again = f"pesflow resume {args.run_dir}" if args.command == "resume" else "the same command again"
         print(f"pesflow {args.command}: cannot write {e.filename or '?'}: {os.strerror(e.errno)}; fix that "
-              f"(free space, or a writable folder: its place is in configs/default.yaml), then run {again}", file=sys.stderr)
+              f"(free space, or a writable folder: its place is in configs/default.yaml), then run {again}",
+              file=sys.stderr)
         return 3
     except (KeyboardInterrupt, sandbox.Interrupted):
         print("pesflow: interrupted; every grading it started was stopped", file=sys.stderr)

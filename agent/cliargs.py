@@ -73,7 +73,8 @@ def merge_levels(args: argparse.Namespace) -> argparse.Namespace:
         elif isinstance(mine, bool):
             setattr(args, name, bool(parents) or mine)
         elif mine is not None and parents is not None and mine != parents:
-            print(f"pesflow {args.command}: --{name.replace('_', '-')} given twice ({parents} and {mine}); give it once",
+            print(f"pesflow {args.command}: --{name.replace('_', '-')} given twice "
+                  f"({parents} and {mine}); give it once",
                   file=sys.stderr)
             raise SystemExit(2)
         else:
@@ -90,8 +91,10 @@ def _common(p: argparse.ArgumentParser, roots: bool = True, level: str = "") -> 
     copies go to their own dests and are merged with the parent's (see `merge_levels`)."""
     if roots:
         p.add_argument("--tasks-root", action="append", default=[], metavar="DIR", dest=f"{level}tasks_root",
-                       help="a folder of task packages (a Φ-Bench checkout's tasks/); repeatable; wins over bundled tasks")
-    p.add_argument("--config", metavar="FILE", dest=f"{level}config", help="a YAML file overriding configs/default.yaml")
+                       help="a folder of task packages (a Φ-Bench checkout's tasks/); "
+                            "repeatable; wins over bundled tasks")
+    p.add_argument("--config", metavar="FILE", dest=f"{level}config",
+                   help="a YAML file overriding configs/default.yaml")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest=f"{level}set",
                    help="override one config key (dotted)")
 
@@ -121,7 +124,8 @@ def _tasks_args(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--all", action="store_true", help="every package found (the 85 of the catalog where present)")
     c.add_argument("--grader", choices=["hidden", "dev", "both"], default="hidden")
     c.add_argument("--device", choices=["cuda", "cpu"], help="cpu: GPU packages checked for correctness only")
-    c.add_argument("--out", metavar="DIR", default="traces/tasks-check", help="results.jsonl (resumable), tasks-check.md/.json")
+    c.add_argument("--out", metavar="DIR", default="traces/tasks-check",
+                   help="results.jsonl (resumable), tasks-check.md/.json")
     c.add_argument("--json", action="store_true", dest=f"{SUB}json", help="print one JSON array")
 
 
@@ -130,9 +134,12 @@ def _evaluate_args(sub: argparse._SubParsersAction) -> None:
     _common(p)
     p.add_argument("task", help="<bench>/<dir>, e.g. kfc/wre-router-power-of-two-choices-loop16, or a package folder")
     p.add_argument("--mode", choices=["candidate", "noop", "oracle", "negative"], default="candidate")
-    p.add_argument("--candidate", metavar="PATCH_OR_DIR", help="a unified diff, or a folder of replacement files laid out as in the repo")
-    p.add_argument("--grader", choices=["dev", "hidden"], help="dev engine (default from config) or the hidden tests/test.sh")
-    p.add_argument("--backend", choices=["local", "docker", "modal", "ray"], help="where to grade (default from config)")
+    p.add_argument("--candidate", metavar="PATCH_OR_DIR",
+                   help="a unified diff, or a folder of replacement files laid out as in the repo")
+    p.add_argument("--grader", choices=["dev", "hidden"],
+                   help="dev engine (default from config) or the hidden tests/test.sh")
+    p.add_argument("--backend", choices=["local", "docker", "modal", "ray"],
+                   help="where to grade (default from config)")
     p.add_argument("--out", metavar="DIR", help="where the grader's logs and verdict.json go")
     p.add_argument("--device", choices=["cuda", "cpu"],
                    help="for GPU tasks: cpu checks correctness on the CPU with small shapes (no reward)")
@@ -140,10 +147,12 @@ def _evaluate_args(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_args(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="search for a faster candidate: plan -> execute -> evaluate -> summarize, for N rounds")
+    p = sub.add_parser("run",
+                       help="search for a faster candidate: plan -> execute -> evaluate -> summarize, for N rounds")
     _common(p)
     p.add_argument("task", help="<bench>/<dir> or a package folder")
-    p.add_argument("--llm", metavar="PROVIDER:MODEL", help="openai:MODEL (or any OpenAI-compatible server) or anthropic:MODEL")
+    p.add_argument("--llm", metavar="PROVIDER:MODEL",
+                   help="openai:MODEL (or any OpenAI-compatible server) or anthropic:MODEL")
     p.add_argument("--rounds", type=int, help="rounds (default from config: 16)")
     p.add_argument("--children", type=int, help="executors per round (default 2)")
     p.add_argument("--backend", choices=["local", "docker", "modal", "ray"], help="where candidates are graded")
@@ -156,7 +165,8 @@ def _run_args(sub: argparse._SubParsersAction) -> None:
 def _resume_args(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("resume", help="continue a stopped, killed or finished run from its last checkpoint")
     p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--from-round", type=int, metavar="K", help="continue from the checkpoint of round K instead of the last")
+    p.add_argument("--from-round", type=int, metavar="K",
+                   help="continue from the checkpoint of round K instead of the last")
     p.add_argument("--rounds", type=int, help="raise the number of rounds (to continue a finished run)")
     p.add_argument("--max-usd", type=float, metavar="USD",
                    help="raise the run's USD cap (counted over the whole run, resumes included)")
@@ -193,18 +203,23 @@ def _calibrate_args(sub: argparse._SubParsersAction) -> None:
 
 
 def _baselines_args(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("baselines", help="run a matrix of methods x tasks x seeds into summary.jsonl, tables and figures")
+    p = sub.add_parser("baselines",
+                       help="run a matrix of methods x tasks x seeds into summary.jsonl, tables and figures")
     _common(p)
-    p.add_argument("baselines_config", metavar="CONFIG", help="a baselines YAML file (configs/baselines.yaml documents one)")
-    p.add_argument("--out", metavar="DIR", help="where cells/, summary.jsonl, tables/ and figures/ go (default: the file's out)")
+    p.add_argument("baselines_config", metavar="CONFIG",
+                   help="a baselines YAML file (configs/baselines.yaml documents one)")
+    p.add_argument("--out", metavar="DIR",
+                   help="where cells/, summary.jsonl, tables/ and figures/ go (default: the file's out)")
     p.add_argument("--ray", nargs="?", const="auto", metavar="ADDRESS",
                    help="run the cells as Ray tasks on a cluster (default address: evaluator.ray.address's auto)")
 
 
 def _review_args(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("review", help="a person's decision on a flagged grading: accept (it counts) or reject (it does not)")
+    p = sub.add_parser("review",
+                       help="a person's decision on a flagged grading: accept (it counts) or reject (it does not)")
     p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("id", metavar="ID", help="a candidate id (as run.json's suspects and the report show it, e.g. r03-c0) "
+    p.add_argument("id", metavar="ID",
+                   help="a candidate id (as run.json's suspects and the report show it, e.g. r03-c0) "
                    "or a prefix of its content hash")
     p.add_argument("--accept", action="store_true", help="its figures count after all")
     p.add_argument("--reject", action="store_true", help="its figures do not count")
@@ -212,6 +227,7 @@ def _review_args(sub: argparse._SubParsersAction) -> None:
 
 
 def _report_args(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="write one self-contained HTML page about a run: tree, diffs, verdicts, lessons, costs")
+    p = sub.add_parser("report",
+                       help="write one self-contained HTML page about a run: tree, diffs, verdicts, lessons, costs")
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--out", metavar="FILE.html", help="where the page goes (default RUN_DIR/report.html)")

@@ -40,7 +40,8 @@ class LLMConfig(_Strict):
     backoff_max_sec: float = Field(30.0, ge=0)
     max_usd: float | None = Field(10.0, ge=0)
     prices: str | None = None
-    models: dict[str, list[str]] = Field(default_factory=dict)  # role -> models a bandit chooses among (agent/llm/bandit.py)
+    # role -> models a bandit chooses among (agent/llm/bandit.py)
+    models: dict[str, list[str]] = Field(default_factory=dict)
     bandit_explore: float = Field(1.0, ge=0)
 
     @field_validator("models")
@@ -48,7 +49,8 @@ class LLMConfig(_Strict):
     def _models_ok(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
         for role, specs in v.items():
             if role not in ("planner", "executor"):
-                raise ValueError(f"llm.models.{role}: only planner and executor choose among models (their children are graded)")
+                raise ValueError(f"llm.models.{role}: only planner and executor choose among "
+                                 "models (their children are graded)")
             if len(specs) < 2 or len(set(specs)) != len(specs):
                 raise ValueError(f"llm.models.{role}: list two or more different models, or leave it out for one model")
             for spec in specs:
@@ -66,8 +68,10 @@ class LoopConfig(_Strict):
     pipeline_depth: int = Field(2, ge=1, le=16)  # rounds in flight at once; 1: one round at a time
     repair_attempts: int = Field(1, ge=0)
     patience: int | None = Field(4, ge=1)  # stop after this many rounds without a new best
-    target: float | None = Field(None, gt=0)  # stop once the best reaches this speedup (its dev figure where it has none)
-    roofline_stop: float | None = Field(0.9, gt=0, le=1)  # engineer, GPU: stop once the best's dominant kernel is at this share of a ceiling
+    # stop once the best reaches this speedup (its dev figure where it has none)
+    target: float | None = Field(None, gt=0)
+    # engineer, GPU: stop once the best's dominant kernel is at this share of a ceiling
+    roofline_stop: float | None = Field(0.9, gt=0, le=1)
     fix_turns: int = Field(1, ge=0, le=8)  # more executor turns for a child that fails (fix_on) (agent/search/fixes.py)
     fix_on: list[Literal["failed", "slower"]] = Field(default_factory=lambda: ["failed"])  # what earns a fix turn
     history_rows: int = Field(24, ge=0)  # the planner's table of attempts: at most this many, newest first
@@ -164,5 +168,6 @@ def load_config(path: str | Path | None = None, sets: list[str] = ()) -> Config:
         err = e.errors()[0]
         key = ".".join(str(x) for x in err["loc"])
         got = f" (got {err['input']!r})" if err["type"] != "missing" else ""
-        hint = "remove it or check its spelling in configs/default.yaml" if err["type"] == "extra_forbidden" else "see configs/default.yaml"
+        hint = ("remove it or check its spelling in configs/default.yaml" if err["type"] == "extra_forbidden"
+                else "see configs/default.yaml")
         raise ConfigError(f"config key {key}: {err['msg']}{got}; {hint}") from None

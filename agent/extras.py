@@ -26,4 +26,5 @@ def require_backend(backend: str) -> None:
     except ImportError as e:
         more = " then `modal token new`," if backend == "modal" else ""
         raise MissingExtra(f"--backend {backend} needs the {module} SDK ({type(e).__name__}: {e}); install it with "
-                           f"pip install -e '.[{extra}]' (in pesflow's checkout and venv),{more} or pick another --backend") from None
+                           f"pip install -e '.[{extra}]' (in pesflow's checkout and venv),{more} or pick another "
+                           "--backend") from None

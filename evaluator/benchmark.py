@@ -81,7 +81,8 @@ def _git(*args: str, cwd: Path | None = None, timeout: float = 600) -> str:
     except FileNotFoundError:
         raise FetchError("git is not installed; install it (apt-get install git)") from None
     except subprocess.TimeoutExpired:
-        raise FetchError(f"git {args[0]} took longer than {timeout:g} s: no network? check it and benchmark.url") from None
+        raise FetchError(f"git {args[0]} took longer than {timeout:g} s: no network? check it and "
+                         "benchmark.url") from None
     if r.returncode != 0:
         last = (r.stderr.strip().splitlines() or ["no output"])[-1]
         raise FetchError(f"git {args[0]} failed: {last}")
@@ -224,9 +225,11 @@ def source_of(package_root: Path, tasks_root: Path, content_hash: str, official_
     is_official_repo = bool(url) and _norm_url(url) in wanted
     dirty = _try_git("status", "--porcelain", "--", str(package_root), cwd=Path(top))
     if not is_official_repo:
-        return PackageSource(**base, repo=url, commit=commit, official=False, note="not a checkout of the benchmark's repository")
+        return PackageSource(**base, repo=url, commit=commit, official=False,
+                             note="not a checkout of the benchmark's repository")
     if dirty:
-        return PackageSource(**base, repo=url, commit=commit, official=False, note="the checkout's copy of the package is modified")
+        return PackageSource(**base, repo=url, commit=commit, official=False,
+                             note="the checkout's copy of the package is modified")
     return PackageSource(**base, repo=url, commit=commit, official=True)
 
 

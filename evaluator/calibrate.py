@@ -54,7 +54,8 @@ def measure(ev: Evaluator, task: Task, repeats: int) -> list[Verdict]:
         v = ev.evaluate(task, mode="oracle", grader="hidden")
         blocking = [r for r in v.hard_fail_reasons if r not in ANCHOR_GATES]
         if v.status.value not in ("ok", "hard_fail") or blocking or not v.speedup:
-            raise CalibrationError(f"{task.name}: the oracle did not grade cleanly ({v.status.value}: {', '.join(blocking) or v.message}); log: {v.log_dir}")
+            raise CalibrationError(f"{task.name}: the oracle did not grade cleanly ({v.status.value}: "
+                                   f"{', '.join(blocking) or v.message}); log: {v.log_dir}")
         verdicts.append(v)
     return verdicts
 
@@ -83,7 +84,8 @@ def _write(task: Task, cal: Calibration, ev: Evaluator) -> list[str]:
     written.append(str(tests / "ref_speedup.txt"))
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     numpy_version = _numpy_version()
-    caveat = f"""{CALIBRATED} {json.dumps({"value": round(cal.median, 4), "hardware": cal.hardware, "measured": when})} -->
+    caveat = f"""{CALIBRATED} {json.dumps({"value": round(cal.median, 4), "hardware": cal.hardware,
+                                           "measured": when})} -->
 # ref_speedup: where this number comes from
 
 `tests/ref_speedup.txt` = **{cal.median:.4f}**, the median speedup of the reviewer's oracle
@@ -95,7 +97,8 @@ def _write(task: Task, cal: Calibration, ev: Evaluator) -> list[str]:
 - machine: {platform.machine()}, {_cores()} cores, Linux {platform.release()}
 - software: Python {sys.version.split()[0]}, numpy {numpy_version}, pesflow backend `{ev.backend.name}`
   (the host's software standing in for the image's)
-- runs: {len(cal.speedups)}; speedups {", ".join(f"{s:.4f}" for s in cal.speedups)}; spread (max-min)/median = {cal.spread:.2%}
+- runs: {len(cal.speedups)}; speedups {", ".join(f"{s:.4f}" for s in cal.speedups)}; \
+spread (max-min)/median = {cal.spread:.2%}
 - previous anchor: {cal.previous} (from {cal.previous_source})
 
 Speedups are hardware-specific: a reward computed against this anchor on other hardware

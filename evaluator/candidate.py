@@ -180,7 +180,8 @@ def apply_diff(diff: str, baseline: dict[str, str | None]) -> dict[str, str | No
 class CandidateSource:
     """What the user handed in: a diff (text) or a folder of files, or an in-memory file set."""
 
-    def __init__(self, diff: str | None = None, files: dict[str, str | None] | None = None, links: set[str] = frozenset()):  # type: ignore[assignment]
+    def __init__(self, diff: str | None = None, files: dict[str, str | None] | None = None,
+                 links: set[str] = frozenset()):  # type: ignore[assignment]
         self.diff, self.files, self.links = diff, files, set(links)
 
     @classmethod

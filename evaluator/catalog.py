@@ -31,7 +31,8 @@ def locate(roots: list[str | Path] | None = None) -> list[dict[str, Any]]:
             name = f"{pkg.parent.name}/{pkg.name}"
             if name not in seen:
                 seen.add(name)
-                rows.append({"name": name, "bench": pkg.parent.name, "dir": pkg.name, "description": "(not in the catalog)",
-                             "reward_class": None, "gpus": None, "max_submissions": None, "ref_speedup": None,
-                             "bundled": root == BUNDLED_TASKS.resolve(), "location": str(toml.parent)})
+                rows.append({"name": name, "bench": pkg.parent.name, "dir": pkg.name,
+                             "description": "(not in the catalog)", "reward_class": None, "gpus": None,
+                             "max_submissions": None, "ref_speedup": None, "bundled": root == BUNDLED_TASKS.resolve(),
+                             "location": str(toml.parent)})
     return rows

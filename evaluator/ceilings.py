@@ -28,7 +28,8 @@ from evaluator.programs import MEASURE_CEILINGS
 # from the vendors' published specifications; a fallback only.
 KNOWN: dict[str, dict[str, Any]] = {
     "H200": {"bandwidth_gbs": 4800, "tflops": {"fp32": 67, "tf32": 495, "bf16": 989, "fp16": 989, "fp8": 1979}},
-    "H100 80GB HBM3": {"bandwidth_gbs": 3350, "tflops": {"fp32": 67, "tf32": 495, "bf16": 989, "fp16": 989, "fp8": 1979}},
+    "H100 80GB HBM3": {"bandwidth_gbs": 3350, "tflops": {"fp32": 67, "tf32": 495, "bf16": 989, "fp16": 989,
+                                                         "fp8": 1979}},
     "H100 PCIe": {"bandwidth_gbs": 2000, "tflops": {"fp32": 51, "tf32": 378, "bf16": 756, "fp16": 756, "fp8": 1513}},
     "H20": {"bandwidth_gbs": 4000, "tflops": {"fp32": 44, "tf32": 74, "bf16": 148, "fp16": 148, "fp8": 296}},
     "A100-SXM4-80GB": {"bandwidth_gbs": 2039, "tflops": {"fp32": 19.5, "tf32": 156, "bf16": 312, "fp16": 312}},
@@ -41,8 +42,9 @@ def measure(device: str, small: bool = False, timeout: float = 300) -> dict[str,
     """The device's facts and measured ceilings ("cuda": the first GPU, with torch; "cpu", with
     numpy or none), or None where they cannot be measured here (a GPU without torch, no such device)."""
     try:  # evaluator/programs/measure_ceilings.py, in a child: a failed import or a crash costs nothing here
-        out = subprocess.run([sys.executable, str(MEASURE_CEILINGS), device, "small" if small else "full"], capture_output=True,
-                             text=True, timeout=timeout, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+        out = subprocess.run([sys.executable, str(MEASURE_CEILINGS), device, "small" if small else "full"],
+                             capture_output=True, text=True, timeout=timeout,
+                             env={**os.environ, "PYTHONWARNINGS": "ignore"})
     except (OSError, subprocess.TimeoutExpired):
         return None
     if out.returncode != 0:
@@ -86,7 +88,8 @@ def facts(device: str, cache_dir: Path, small: bool = False) -> dict[str, Any] |
             pass
     got = measure(device, small=small)
     if got is None and device != "cuda":  # named at least: a CPU's prompt says what the machine is
-        return {"device": "cpu", "name": cpu_model(), "cores": os.cpu_count(), "source": "named only: its measurement failed"}
+        return {"device": "cpu", "name": cpu_model(), "cores": os.cpu_count(),
+                "source": "named only: its measurement failed"}
     if got is None:
         return known(name) if name else None
     if key:

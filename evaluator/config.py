@@ -18,7 +18,8 @@ class LocalConfig(_Strict):
     python: str | None = None  # the stand-in interpreter; None: the one pesflow runs on
     hide_paths: list[str] = Field(default_factory=lambda: ["/root/.ssh", "/root/.aws", "/root/.docker", "/root/.netrc"])
     passthrough_env: list[str] = Field(
-        default_factory=lambda: ["PIP_*", "UV_*", "*_PROXY", "*_proxy", "SSL_CERT_*", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"]
+        default_factory=lambda: ["PIP_*", "UV_*", "*_PROXY", "*_proxy", "SSL_CERT_*", "REQUESTS_CA_BUNDLE",
+                                 "CURL_CA_BUNDLE"]
     )
     max_log_bytes: int = Field(2 << 20, gt=4096)
     # Limits of one grading (evaluator/limits.py); 0 turns one off.
@@ -42,7 +43,8 @@ class DockerConfig(_Strict):
     gpus_via: Literal["device_requests", "cdi"] = "device_requests"
     warm_containers: bool = True  # False: a new container for every candidate (cold)
     stray_processes: Literal["fail", "kill"] = "fail"
-    build_args_from_env: list[str] = Field(default_factory=lambda: ["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"])
+    build_args_from_env: list[str] = Field(default_factory=lambda: ["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+                                                                    "http_proxy", "https_proxy", "no_proxy"])
     max_log_bytes: int = Field(2 << 20, gt=4096)
 
 
@@ -61,11 +63,13 @@ class ModalConfig(_Strict):
 
 
 class RayConfig(_Strict):
-    address: str = "auto"  # auto: RAY_ADDRESS or the cluster `ray start` left here, else a local one pesflow starts and stops
+    # auto: RAY_ADDRESS or the cluster `ray start` left here, else a local one pesflow starts and stops
+    address: str = "auto"
     node_backend: Literal["local", "docker"] = "local"  # what grades on each node
     connect_timeout_sec: float = Field(30, gt=0)  # an address that does not answer by then: one line, exit 3
     resource_wait_sec: float = Field(60, gt=0)  # no node with the package's GPUs/CPUs by then: one line, exit 3
-    grace_sec: float = Field(1800, gt=0)  # a grading's task may take this beyond its timeout (queue, first prepare on a node)
+    # a grading's task may take this beyond its timeout (queue, first prepare on a node)
+    grace_sec: float = Field(1800, gt=0)
     node_retries: int = Field(2, ge=0)  # gradings lost with their node, graded again elsewhere (never charged)
     node_cache_dir: str = "~/.cache/pesflow/ray"  # on each node: its packages and its backend's cache, by node id
     ship_code: bool = True  # pesflow's evaluator package travels with the job (the nodes grade with the driver's code)
@@ -89,13 +93,17 @@ class TrustConfig(_Strict):
     runtime: bool = True  # the guard in every Python process of a grading
     probes: bool = True  # the candidate's entry points called again after the grader
     plausibility_ratio: float = Field(3.0, gt=1)  # a speedup past this times the reference's runs every probe
-    review_at_reward_cap: bool = True  # a speedup where the reward reaches its cap (the anchor squared) runs every probe too
-    reproduce_ratio: float = Field(3.0, ge=0)  # a speedup over this many times pesflow's own timing of the same calls needs review (0: off)
+    # a speedup where the reward reaches its cap (the anchor squared) runs every probe too
+    review_at_reward_cap: bool = True
+    # a speedup over this many times pesflow's own timing of the same calls needs review (0: off)
+    reproduce_ratio: float = Field(3.0, ge=0)
     reproduce_suspect_ratio: float = Field(10.0, gt=1)  # ... over this many times: not reproduced, not a result
     reproduce_sec: float = Field(3.0, gt=0)  # seconds the probe may spend timing candidate and baseline for it
     probe_budget_sec: float = Field(5.0, gt=0)  # the quick probes of every correct grading
     full_probe_budget_sec: float = Field(60.0, gt=0)  # every probe, when the speedup is implausible
-    warm_probe: bool = True  # local backend: the probe's imports done beside the grader (torch) or while its grading is read (pesflow_probe_warm.py)
+    # local backend: the probe's imports done beside the grader (torch) or while its grading is read
+    # (pesflow_probe_warm.py)
+    warm_probe: bool = True
     # the score from a grading with nothing of the screen in it, the guard and probes in a second
     # one (apart), or both in one grading (same); auto: apart where the package's metric is a count
     watch: Literal["auto", "apart", "same"] = "auto"
@@ -106,7 +114,8 @@ class TrustConfig(_Strict):
 
 
 class EvaluatorConfig(_Strict):
-    backend: str = "local"  # a name in the registry (evaluator/backends/registry.py): local, docker, modal, ray; checked there
+    # a name in the registry (evaluator/backends/registry.py): local, docker, modal, ray; checked there
+    backend: str = "local"
     grader: Literal["dev", "hidden"] = "dev"
     timeout_sec: float | None = Field(None, gt=0)
     calibrate_repeats: int = Field(3, ge=3)
@@ -119,8 +128,10 @@ class EvaluatorConfig(_Strict):
     modal: ModalConfig = Field(default_factory=ModalConfig)
     ray: RayConfig = Field(default_factory=RayConfig)
     trust: TrustConfig = Field(default_factory=TrustConfig)
-    profile_sec: float = Field(3.0, gt=0)  # a profiled dev grading's calls at most (evaluator/profile.py), the baseline's half that
-    profile_share: float = Field(0.15, gt=0, le=1)  # the most a profile costs against its grading's grader time, ncu included
+    # a profiled dev grading's calls at most (evaluator/profile.py), the baseline's half that
+    profile_sec: float = Field(3.0, gt=0)
+    # the most a profile costs against its grading's grader time, ncu included
+    profile_share: float = Field(0.15, gt=0, le=1)
     # a dev grading failed by a correctness gate: seconds its candidate's and the baseline's calls may take
     # when pesflow compares their answers (evaluator/mismatch.py); 0: no comparison
     mismatch_sec: float = Field(5.0, ge=0)

@@ -44,11 +44,13 @@ def _load_json(p: Path) -> object:
 
 
 def _name(d: dict) -> str | None:
-    return next((str(d[k]) for k in _NAME_KEYS if isinstance(d.get(k), (str, int)) and not isinstance(d.get(k), bool)), None)
+    return next((str(d[k]) for k in _NAME_KEYS if isinstance(d.get(k), (str, int)) and not isinstance(d.get(k), bool)),
+                None)
 
 
 def _count(d: dict, keys: tuple[str, ...]) -> int | None:
-    return next((d[k] for k in keys if isinstance(d.get(k), int) and not isinstance(d.get(k), bool) and d[k] >= 0), None)
+    return next((d[k] for k in keys if isinstance(d.get(k), int) and not isinstance(d.get(k), bool) and d[k] >= 0),
+                None)
 
 
 def _case_count(d: dict) -> str:
@@ -121,7 +123,8 @@ class Workload:
     candidate: list[float] = field(default_factory=list)
     ratio: list[float] = field(default_factory=list)  # the engine's own ratio, where it writes one
     failed: str = ""  # why the engine could not measure the candidate on it (its BENCH_FAIL)
-    passes: list[tuple[float | None, float | None, float | None]] = field(default_factory=list)  # (baseline, candidate, ratio) a pass
+    # (baseline, candidate, ratio) a pass
+    passes: list[tuple[float | None, float | None, float | None]] = field(default_factory=list)
 
     def add(self, what: str, base: object, cand: object, ratio: object = None) -> None:
         self.what = self.what or what
@@ -139,7 +142,8 @@ class Workload:
         measurement, never one pass's times beside another's ratio. Where no pass has both times, the
         medians of what was measured."""
         higher = any(h in self.what.lower() for h in _HIGHER_IS_BETTER)
-        whole = [(b, c, r or (c / b if higher else b / c)) for b, c, r in self.passes if b is not None and c is not None]
+        whole = [(b, c, r or (c / b if higher else b / c)) for b, c, r in self.passes
+                 if b is not None and c is not None]
         if whole:
             whole.sort(key=lambda p: p[2])
             return whole[(len(whole) - 1) // 2]
@@ -257,8 +261,10 @@ def _verdict_checks(recs: list[dict]) -> tuple[list[str], list[str]]:
         if r.get("correctness_ok") is not False and not named and not listed and not (_count(r, _FAILED_KEYS) or 0):
             continue
         cases += [f"{k}: {' '.join(str(v).split())[:200]}" for k, v in named.items()]
-        cases += [(x.split(":", 1)[0] + ": " + " ".join(x.split(":", 1)[1].split())[:200]) if ":" in x else x for x in listed]
-        false = ", ".join(f"{k} false" for k, v in r.items() if v is False and k != "correctness_ok")  # its failed invariants
+        cases += [(x.split(":", 1)[0] + ": " + " ".join(x.split(":", 1)[1].split())[:200]) if ":" in x else x
+                  for x in listed]
+        # its failed invariants
+        false = ", ".join(f"{k} false" for k, v in r.items() if v is False and k != "correctness_ok")
         checks.append(f"{r.get('mode') or 'correctness'}{_case_count(r)}: {_said(r) or false or 'failed'}")
     return checks, cases
 

@@ -16,8 +16,9 @@ def check_device(task: Task, device: str | None, gpus_here: bool = True) -> str 
     if task.gpus > 0 and device != "cpu":
         if gpus_here and not gpu_available():
             raise TaskError(f"{task.name} needs a GPU (gpus = {task.gpus}) and this machine has none; "
-                            "pass --device cpu to `pesflow evaluate` or `pesflow tasks check` to check its correctness on the CPU "
-                            "with small shapes (no reward; a search, `pesflow run`, needs the GPU's timings)")
+                            "pass --device cpu to `pesflow evaluate` or `pesflow tasks check` to "
+                            "check its correctness on the CPU with small shapes (no reward; a search, `pesflow "
+                            "run`, needs the GPU's timings)")
         return "cuda"
     return device
 

@@ -34,8 +34,8 @@ from evaluator.trust import later, runtime, watch, written
 from evaluator.trust.screen import Graded, Prober, TrustScreen
 from evaluator.trust.findings import Trust, withhold_untrusted
 from evaluator.planned import PlannedGrading, Refused, refuse_outside_scope, restore_files
-from evaluator.verdict import (PackageRef, Status, Verdict, engine_state, from_reward_json, judged_figure, read_reward_file,
-                               say_trust, with_engine_state)
+from evaluator.verdict import (PackageRef, Status, Verdict, engine_state, from_reward_json, judged_figure,
+                               read_reward_file, say_trust, with_engine_state)
 
 Mode = Literal["candidate", "noop", "oracle", "negative"]
 
@@ -56,7 +56,8 @@ class Evaluator:
         # Every task root and the logs are hidden from candidates, not only the graded package.
         self.backend = backend or make_backend(self.config, extra_hidden=[*task_roots(tasks_roots), self.log_root])
         self._prepared: dict[str, Prepared] = {}
-        self._oracles: dict[str, dict[str, str | None]] = {}  # the package's reference, read once (the probes compare to it)
+        # the package's reference, read once (the probes compare to it)
+        self._oracles: dict[str, dict[str, str | None]] = {}
         self._graders: dict[str, str] = {}  # the package's grader scripts' text, read once (the trust screen's)
         self.trust = TrustScreen(self.config.trust, Path(self.config.local.cache_dir).expanduser())
         self.dev_reference_dir = self.log_root / "dev-reference"  # a run keeps its own (agent/search.py)
@@ -122,8 +123,9 @@ class Evaluator:
         (log_dir / "verdict.json").write_text(v.model_dump_json(indent=1))
         return v
 
-    def _planned(self, task: Task, mode: Mode, grader: str, device: str | None, candidate: Path | CandidateSource | None,
-                 artifact: Path | None, loop: dict[str, Any] | None, log_dir: Path) -> PlannedGrading | Verdict:
+    def _planned(self, task: Task, mode: Mode, grader: str, device: str | None,
+                 candidate: Path | CandidateSource | None, artifact: Path | None, loop: dict[str, Any] | None,
+                 log_dir: Path) -> PlannedGrading | Verdict:
         """The first stage: the grading planned (the package prepared, the candidate applied to its
         baseline, the screen's guard chosen), or a verdict refused before anything ran."""
         base = dict(task=task.name, mode=mode, backend=self.backend.name, grader=grader, log_dir=str(log_dir),
@@ -162,7 +164,8 @@ class Evaluator:
             *(r for r in task.scope if "*" not in r), *screened])}
         guard = self.trust.guard_config(mode, task.source_root, {**baseline, **screened}, baseline, env,
                                         warm_key=task.content_hash[:20])
-        two, why = watch.apart(self.config.trust.watch, task.toml.primary_metric.metric_kind, task.toml.verifier.timing_metric)
+        two, why = watch.apart(self.config.trust.watch, task.toml.primary_metric.metric_kind,
+                               task.toml.verifier.timing_metric)
         return PlannedGrading(task, prepared, mode, grader, device, env, files, screened, baseline, guard, log_dir,
                         self.config.timeout_sec or task.toml.verifier.timeout_sec, base, what.reviewer,
                         apart=two, watch_why=why)
@@ -201,8 +204,8 @@ class Evaluator:
             v = scored.model_copy(deep=True, update={"trust": Trust(), "log_dir": str(g.log_dir)})
             how["scored"] = scored.log_dir
         else:
-            request = GradeRequest(files=g.files, grader=g.grader, env=g.env, reviewer_files=g.reviewer, timeout=g.timeout,
-                                   out_dir=g.log_dir)
+            request = GradeRequest(files=g.files, grader=g.grader, env=g.env, reviewer_files=g.reviewer,
+                                   timeout=g.timeout, out_dir=g.log_dir)
             run = self.backend.grade(g.prepared, request)
             v = self._interpret(scored_g, run, None)
         if not v.correct:  # never a result: the static read is all the trust it needs
@@ -212,14 +215,15 @@ class Evaluator:
         graded = self._graded(scored_g, run, v, False) if run is not None else None
         if graded is not None and not self.trust.gains(graded):  # no faster than the baseline: never watched
             v = self._judge(scored_g, run, v, None)
-            v.trust.checks["watch"] = {**how, "watched": False, "because": "no faster than the baseline: nothing a cheat gains"}
+            v.trust.checks["watch"] = {**how, "watched": False,
+                                       "because": "no faster than the baseline: nothing a cheat gains"}
             return v
         if graded is not None and self.trust.defers(graded):  # could not become a result now: watched once picked
             v = self._judge(scored_g, run, v, None)
             v.trust.deferred = not v.trust.suspect
             v.trust.checks["watch"] = {**how, "watched": False, "deferred": True,
-                                       "because": f"deferred: the figure {judged_figure(v):.4g} does not pass the search's best so far, "
-                                                  f"{g.bar:.4g}"}
+                                       "because": f"deferred: the figure {judged_figure(v):.4g} does not "
+                                                  f"pass the search's best so far, {g.bar:.4g}"}
             return v
         (g.log_dir / "watched").mkdir(exist_ok=True)
         t0 = time.monotonic()
@@ -263,13 +267,18 @@ class Evaluator:
 
         if run.timed_out:
             return judged(Verdict(status=Status.timeout, hard_fail_reasons=["timeout"],
-                                  message=f"the grader ran past {timeout:g} s and was killed with everything it started", **base))
+                                  message=f"the grader ran past {timeout:g} s and was killed "
+                                          "with everything it started", **base))
         if run.reward is None:
-            tail = [ln for ln in run.output.strip().splitlines() if ln.strip() and not ln.startswith("@@pesflow:")][-1:] or ["no output"]
-            msg = "; ".join([f"the grader wrote no readable verdict (exit {run.returncode}): {tail[0][:300]}", *run.notes])
+            tail = (
+                [ln for ln in run.output.strip().splitlines() if ln.strip() and not ln.startswith("@@pesflow:")][-1:]
+                or ["no output"])
+            msg = "; ".join([f"the grader wrote no readable verdict (exit {run.returncode}): {tail[0][:300]}",
+                             *run.notes])
             return Verdict(status=Status.grader_error, message=msg, **base)
         raw = run.reward if g.grader != "dev" else with_engine_state(  # the gates a dev engine wrote beside it
-            run.reward, engine_state(g.log_dir, (grader_command("dev", g.prepared.state.get("dev_engine")) or ("", []))[1]))
+            run.reward,
+            engine_state(g.log_dir, (grader_command("dev", g.prepared.state.get("dev_engine")) or ("", []))[1]))
         verdict = from_reward_json(raw, grader_seconds=run.grader_seconds,
                                    **{k: v for k, v in base.items() if k != "ref_speedup"})
         verdict.environment = g.prepared.state.get("environment") or {"kind": "image"}
@@ -279,7 +288,8 @@ class Evaluator:
             verdict.ref_speedup = task.anchor.value
         if g.grader == "dev":
             self._score_dev(task, verdict, run.reward, is_noop=self._is_noop(g), device=g.device)
-        verdict.message = "graded" if verdict.status == Status.ok else "hard fail: " + ", ".join(verdict.hard_fail_reasons)
+        verdict.message = ("graded" if verdict.status == Status.ok
+                           else "hard fail: " + ", ".join(verdict.hard_fail_reasons))
         if g.device == "cpu" and task.gpus > 0:
             # A GPU task checked on the CPU: correctness with small shapes, never a score.
             verdict.reward, verdict.hardware = 0.0, "cpu"
@@ -292,22 +302,26 @@ class Evaluator:
     def _explain(self, g: "PlannedGrading", run: GradeRun, v: Verdict, prober: Prober | None) -> Verdict:
         """A dev grading failed by a correctness gate: how its answers differ from the frozen baseline's,
         after the grader and the trust stage (evaluator/mismatch.py). Only v.mismatch is written."""
-        if not g.explain or g.official is not None or not mismatch.wanted(g.grader, v.status.value, v.hard_fail_reasons):
+        if (not g.explain or g.official is not None
+                or not mismatch.wanted(g.grader, v.status.value, v.hard_fail_reasons)):
             return v
         if not self.config.mismatch_sec:
             v.mismatch = mismatch.none("off (evaluator.mismatch_sec is 0)")
         elif g.apart:
-            v.mismatch = mismatch.none("this package's gradings are watched apart (its figure is a count the guard would "
-                                       "change), so the scored grading kept no call to replay")
+            v.mismatch = mismatch.none("this package's gradings are watched apart (its figure "
+                                       "is a count the guard would change), so the scored "
+                                       "grading kept no call to replay")
         elif g.guard is None or not g.guard.get("record") or prober is None:
             v.mismatch = mismatch.none("the trust guard that keeps the dev grader's calls is off (evaluator.trust)")
         else:
             root = g.task.source_root.rstrip("/")
-            changed = {f"{root}/{rel}": text for rel, text in g.baseline.items() if text and g.screened.get(rel, text) != text}
+            changed = {f"{root}/{rel}": text for rel, text in g.baseline.items()
+                       if text and g.screened.get(rel, text) != text}
             config, tfiles = restore_files(g, {}, {})
             try:
                 v.mismatch = mismatch.compare(run, changed, prober, g.log_dir, self.config.mismatch_sec,
-                                              runtime.baseline_callables(g.baseline), (config["probe"]["restore"], tfiles))
+                                              runtime.baseline_callables(g.baseline),
+                                              (config["probe"]["restore"], tfiles))
             except Exception as e:  # noqa: BLE001 - our machinery's trouble never reaches the verdict's figures
                 v.mismatch = mismatch.none(f"the comparison could not run: {type(e).__name__}: {str(e)[:200]}")
         return v
@@ -369,9 +383,9 @@ class Evaluator:
         """Probes as a grading of their own, in a fresh sandbox (a backend that cannot follow up)."""
         def prober(config: dict, tfiles: dict[str, Path], command: str, limit: float) -> GradeRun:
             (g.log_dir / "probe").mkdir(exist_ok=True)
-            req = GradeRequest(files=g.files or dict(g.screened), grader="probe", env=g.env, reviewer_files={}, timeout=limit,
-                               out_dir=g.log_dir / "probe", trust={**(g.guard or {}), **config}, trust_files=tfiles,
-                               command=command)
+            req = GradeRequest(files=g.files or dict(g.screened), grader="probe", env=g.env, reviewer_files={},
+                               timeout=limit, out_dir=g.log_dir / "probe", trust={**(g.guard or {}), **config},
+                               trust_files=tfiles, command=command)
             return self.backend.grade(g.prepared, req)
         return prober
 
@@ -384,7 +398,8 @@ class Evaluator:
             return backend_prober(config, tfiles, command, limit)  # type: ignore[misc]
         prober.same_sandbox = getattr(backend_prober, "same_sandbox", False)  # type: ignore[attr-defined]
 
-        v.trust = self.trust.judge(self._graded(g, run, v, backend_prober is not None), prober if backend_prober is not None else None)
+        v.trust = self.trust.judge(self._graded(g, run, v, backend_prober is not None),
+                                   prober if backend_prober is not None else None)
         if v.trust.deferred and not g.apart:  # its probes run later on what it kept, if the search picks it
             later.keep(run, g.log_dir)
         probes = v.trust.checks.get("probes")
@@ -400,11 +415,13 @@ class Evaluator:
         return Graded(
             mode=g.mode, task_key=f"{task.content_hash[:20]}-{g.grader}-{g.device or 'default'}",
             run=run if with_run else None, files=g.screened,
-            baseline=g.baseline, references=self._references(task, g.prepared, {**g.baseline, **g.screened}, g.baseline),
+            baseline=g.baseline, references=self._references(task, g.prepared, {**g.baseline, **g.screened},
+                                                             g.baseline),
             correct=v.correct and v.status == Status.ok, speedup=figure,
             anchor=task.anchor.value if v.speedup is not None else None, log_dir=g.log_dir,
             baseline_scale=v.speedup is not None, warm_key=task.content_hash[:20], graders=self._grader_text(task),
-            timed=watch.figure_kind(task.toml.primary_metric.metric_kind, task.toml.verifier.timing_metric)[0] == "timed",
+            timed=watch.figure_kind(task.toml.primary_metric.metric_kind, task.toml.verifier.timing_metric)[0]
+                == "timed",
             profile=profiles.budget(self.config.profile_sec, self.config.profile_share, run.grader_seconds)
             if g.profile and v.correct else None, bar=g.bar, apart=g.apart)
 

@@ -94,7 +94,8 @@ def dev_output(log_dir: Path, limit: int = 1 << 20) -> str:
     that sends the candidate's output to a file of its own, *.log or *.out), the last `limit` bytes of each."""
     texts = []
     d = Path(log_dir)
-    logs = [sorted({*(d / w).glob("*.log"), *(d / w).glob("*.out")}) for w in DEV_PRODUCTS]  # .out: a verifier's per-stage output
+    # .out: a verifier's per-stage output
+    logs = [sorted({*(d / w).glob("*.log"), *(d / w).glob("*.out")}) for w in DEV_PRODUCTS]
     for p in [d / "grader_output.log", *logs]:
         for f in (p if isinstance(p, list) else [p]):
             try:
@@ -106,7 +107,8 @@ def dev_output(log_dir: Path, limit: int = 1 << 20) -> str:
 
 
 _FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+)(?:, in (.*))?$')
-_COMPILER = re.compile(r"^(?P<file>[^\s:()]+?)(?::(?P<line>\d+)(?::\d+)?|\((?P<line2>\d+)\)):?\s*(?:fatal )?error\b[: ]\s*(?P<msg>.*)$")
+_COMPILER = re.compile(r"^(?P<file>[^\s:()]+?)(?::(?P<line>\d+)(?::\d+)?|\((?P<line2>\d+)\))"
+                       r":?\s*(?:fatal )?error\b[: ]\s*(?P<msg>.*)$")
 _CUT = re.compile(r"^\s*\.\.\. \d+ frame\(s\) outside the candidate's files$")
 MAX_LINES = 40
 MAX_CHARS = 3000
@@ -133,7 +135,8 @@ def _traceback(lines: list[str], i: int, scope: list[str]) -> tuple[list[str], i
         m = _FRAME.match(lines[j])
         if m:
             last_path = m.group(1)
-            code = lines[j + 1].strip() if j + 1 < len(lines) and not _FRAME.match(lines[j + 1]) and lines[j + 1].startswith("    ") else ""
+            code = (lines[j + 1].strip() if j + 1 < len(lines) and not _FRAME.match(lines[j + 1])
+                    and lines[j + 1].startswith("    ") else "")
             step = 2 if code else 1
             if _in_scope(m.group(1), scope):
                 if outside:
@@ -205,7 +208,8 @@ def candidate_diagnostics(text: str, scope: list[str]) -> list[str]:
 def _actionable(block: list[str]) -> tuple[str, ...]:
     """What of a kept block the candidate can act on: its own frames and the message, without the
     count of frames cut (the same error reached through more or fewer of the grader's frames)."""
-    return tuple(ln.strip() for ln in block if not _CUT.match(ln) and not ln.startswith("Traceback (most recent call last)"))
+    return tuple(ln.strip()
+                 for ln in block if not _CUT.match(ln) and not ln.startswith("Traceback (most recent call last)"))
 
 
 def said_to_the_model(log_dir: Path, grader: str, scope: list[str]) -> tuple[str | None, list[str], list[str]]:

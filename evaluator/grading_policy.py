@@ -46,7 +46,8 @@ def limit_verdict(reward: dict[str, Any] | None, reasons: list[str], *, memory_m
     raw["hard_fail_reasons"] = reasons + [str(r) for r in prior if str(r) not in reasons]
     raw.pop("hard_fails", None)
     raw["reward"] = 0.0
-    fields = {"memory": memory_mb, "pids": pids, "disk": disk_mb, "output": output_mb, "strays": " ".join(list(strays)[:5])}
+    fields = {"memory": memory_mb, "pids": pids, "disk": disk_mb, "output": output_mb,
+              "strays": " ".join(list(strays)[:5])}
     raw["pesflow_limits"] = {r: WORDS[r].format(**fields) for r in reasons if r in WORDS}
     raw["pesflow_grader_verdict"] = reward is not None
     return raw

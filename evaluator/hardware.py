@@ -21,7 +21,8 @@ NCU_MOUNT = "/opt/nvidia/nsight-compute/host"
 def gpu_available() -> bool:
     if not os.path.exists("/dev/nvidiactl") and not any(os.path.exists(f"/dev/nvidia{i}") for i in range(8)):
         return False
-    smi = shutil.which("nvidia-smi") or ("/usr/local/nvidia/bin/nvidia-smi" if os.path.exists("/usr/local/nvidia/bin/nvidia-smi") else None)
+    smi = (shutil.which("nvidia-smi")
+           or ("/usr/local/nvidia/bin/nvidia-smi" if os.path.exists("/usr/local/nvidia/bin/nvidia-smi") else None))
     if smi is None:
         return True  # device nodes without the tool: let the grader find out
     try:

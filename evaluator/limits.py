@@ -43,7 +43,8 @@ OUTPUT_LIMIT = "output_limit"
 
 def unenforced_note(names: list[str], what: str, ways: str) -> str:
     """The verdict's line for limits a grading took and nothing held (never dropped silently)."""
-    return f"unenforced_limit: {what} held the grading's {', '.join(names)} limit{'s' if len(names) > 1 else ''}; {ways}"
+    return (f"unenforced_limit: {what} held the grading's {', '.join(names)} "
+            f"limit{'s' if len(names) > 1 else ''}; {ways}")
 
 
 @dataclass(frozen=True)
@@ -131,14 +132,16 @@ def _owned(parent: Path) -> bool:
     return os.access(parent, os.W_OK | os.X_OK) and os.access(parent / "cgroup.procs", os.W_OK)
 
 
-def _given(parents: tuple[str, ...], controller: str, v1_files: tuple[str, ...], v2_files: tuple[str, ...]) -> tuple[str, Path] | None:
+def _given(parents: tuple[str, ...], controller: str, v1_files: tuple[str, ...],
+           v2_files: tuple[str, ...]) -> tuple[str, Path] | None:
     """The first of `parents` (cgroups handed to a user) that gives `controller`."""
     for raw in parents:
         d = Path(raw)
         if not _owned(d):
             continue
         if (d / "cgroup.controllers").exists():  # v2
-            if controller in _read(d / "cgroup.controllers").split() and _v2_enable(d, controller) and _probe(d, v2_files):
+            if (controller in _read(d / "cgroup.controllers").split() and _v2_enable(d, controller)
+                and _probe(d, v2_files)):
                 return ("v2", d)
         elif _probe(d, v1_files):  # a v1 group of this controller's own hierarchy
             return ("v1", d)
@@ -152,8 +155,8 @@ def detect(parents: tuple[str, ...] = ()) -> Support:
         if d is not None and _probe(d, v1_files):
             return ("v1", d)
         d = _v2_dir()
-        if d is not None and controller in (d / "cgroup.controllers").read_text().split() and _v2_enable(d, controller) \
-                and _probe(d, v2_files):
+        if (d is not None and controller in (d / "cgroup.controllers").read_text().split()
+                and _v2_enable(d, controller) and _probe(d, v2_files)):
             return ("v2", d)
         return None
 
@@ -163,7 +166,8 @@ def detect(parents: tuple[str, ...] = ()) -> Support:
             own = [d for d in (_v1_dir(controller), _v2_dir()) if d is not None]
             return _given((*parents, *map(str, own)), controller, v1_files, v2_files)
 
-        return Support(memory=given("memory", ("memory.limit_in_bytes", "memory.oom_control"), ("memory.max", "memory.events")),
+        return Support(memory=given("memory", ("memory.limit_in_bytes", "memory.oom_control"),
+                                    ("memory.max", "memory.events")),
                        pids=given("pids", ("pids.max",), ("pids.max", "pids.events")))
     return Support(
         memory=find("memory", ("memory.limit_in_bytes", "memory.oom_control"), ("memory.max", "memory.events")),
@@ -249,12 +253,13 @@ class Plan:
                 # polled against the limit, which names the stop, and RLIMIT_AS at twice the limit
                 # is the backstop between two polls.
                 plan.rlimit_as_mb, plan.poll_rss_mb = 2 * limits.memory_mb, limits.memory_mb
-                plan.warnings.append("no usable cgroup memory controller: resident memory polled, RLIMIT_AS (address space) "
-                                     "at twice the limit")
+                plan.warnings.append("no usable cgroup memory controller: resident memory "
+                                     "polled, RLIMIT_AS (address space) at twice the limit")
                 plan.mechanisms["memory"] = "poll_rss+rlimit_as"
             else:
                 plan.rlimit_as_mb = limits.memory_mb
-                plan.warnings.append("no usable cgroup memory controller: memory held by RLIMIT_AS (address space) instead")
+                plan.warnings.append("no usable cgroup memory controller: memory held by "
+                                     "RLIMIT_AS (address space) instead")
                 plan.mechanisms["memory"] = "rlimit_as"
         if limits.pids:
             if support.pids is not None:
@@ -262,7 +267,8 @@ class Plan:
                 plan.mechanisms["pids"] = f"cgroup-{support.pids[0]}"
             elif rootless:
                 plan.rlimit_nproc = plan.poll_pids = limits.pids
-                plan.warnings.append("no usable cgroup pids controller: processes held by RLIMIT_NPROC in the user namespace")
+                plan.warnings.append("no usable cgroup pids controller: processes held by "
+                                     "RLIMIT_NPROC in the user namespace")
                 plan.mechanisms["pids"] = "rlimit_nproc"
             else:
                 plan.poll_pids = limits.pids
@@ -324,7 +330,8 @@ class Plan:
         out = {"oom_kill": 0, "pids_max": 0}
         if "memory" in self.groups:
             version, d = self.groups["memory"]
-            out["oom_kill"] = _field(_read(d / ("memory.oom_control" if version == "v1" else "memory.events")), "oom_kill")
+            out["oom_kill"] = _field(_read(d / ("memory.oom_control" if version == "v1" else "memory.events")),
+                                     "oom_kill")
         if "pids" in self.groups:
             _, d = self.groups["pids"]
             out["pids_max"] = _field(_read(d / "pids.events"), "max")
@@ -336,7 +343,8 @@ class Plan:
         if c["oom_kill"]:
             # The group's counter also counts kills by the machine-wide OOM killer: a grading
             # that never came near its own limit was a victim of the machine, not the culprit.
-            return HOST_OUT_OF_MEMORY if machine_oom(self.usage().get("memory_peak_bytes"), self.limits.memory_mb) else OUT_OF_MEMORY
+            return (HOST_OUT_OF_MEMORY if machine_oom(self.usage().get("memory_peak_bytes"), self.limits.memory_mb)
+                    else OUT_OF_MEMORY)
         if c["pids_max"]:
             return TOO_MANY_PROCESSES
         if (self.rlimit_nproc or self.poll_rss_mb) and pid1:
@@ -399,7 +407,8 @@ def _sweep(parent: Path) -> int:
                 dead = owner is not None and not pid_alive(owner)
                 if dead:
                     kill_members(d)
-                if d.is_dir() and (dead or (time.time() - d.stat().st_mtime > 60 and not _read(d / "cgroup.procs").split())):
+                if (d.is_dir()
+                    and (dead or (time.time() - d.stat().st_mtime > 60 and not _read(d / "cgroup.procs").split()))):
                     d.rmdir()
                     removed += 1
             except OSError:

@@ -35,8 +35,9 @@ MAX_SHOWN = 2  # differing calls a prompt is shown
 START_SEC = 30.0  # the process's start, imports (torch) and first module loads, beyond the budget
 # the gates that say an answer was wrong (as the benchmark's engines name them), not a crash or a build
 CORRECTNESS_WORDS = ("correct", "mismatch", "wrong", "differ")
-TOLERANCE = (f"pesflow's tolerance, not the package's: floats |x-y| <= {values.ATOL:g} + {values.RTOL:g}*|y| (16-bit floats "
-             f"{values.LOOSE_ATOL:g} + {values.LOOSE_RTOL:g}*|y|), integers, text and other values exact")
+TOLERANCE = (f"pesflow's tolerance, not the package's: floats |x-y| <= {values.ATOL:g} + "
+             f"{values.RTOL:g}*|y| (16-bit floats {values.LOOSE_ATOL:g} + {values.LOOSE_RTOL:g}*|y|), "
+             "integers, text and other values exact")
 
 
 class Mismatch(BaseModel):
@@ -62,7 +63,8 @@ def chosen(run: GradeRun, callables: set[str], baseline: dict[str, str]) -> list
     """The kept calls to compare: plain functions of a scope file the candidate changed, a few of
     each entry point (round robin, the smaller inputs first: they answer fast), their inputs bounded."""
     recs = [r for r in runtime.records(run.trust_events, run.trust_socket)
-            if not r.get("cls") and r.get("fn") not in callables and scope_key(str(r.get("file")), baseline) in baseline]
+            if not r.get("cls") and r.get("fn") not in callables
+            and scope_key(str(r.get("file")), baseline) in baseline]
     by_fn: dict[tuple, list[dict[str, Any]]] = {}
     for r in sorted(recs, key=lambda r: int(r.get("size") or 0)):
         by_fn.setdefault((r.get("file"), r.get("fn")), []).append(r)
@@ -109,8 +111,9 @@ def compare(run: GradeRun, baseline: dict[str, str], prober: Prober, log_dir: Pa
             bases[key] = f"mismatch-baseline-{len(bases)}.py"
             (folder / bases[key]).write_text(baseline[key])
             files[bases[key]] = folder / bases[key]
-        entries.append({**{k: r.get(k) for k in ("sha256", "size", "fn", "module", "file", "n", "argv", "cwd", "sys_path")},
-                        "name": name, "baseline_key": key})
+        entries.append(
+            {**{k: r.get(k) for k in ("sha256", "size", "fn", "module", "file", "n", "argv", "cwd", "sys_path")},
+             "name": name, "baseline_key": key})
     if not entries:
         return none("the kept inputs did not come back")
     cfg = {"records": entries, "budget_sec": budget, "restore": restore[0],
@@ -142,9 +145,11 @@ def said(calls: list[dict[str, Any]], seconds: float) -> Mismatch:
     fns = sorted({str(c.get("fn")) for c in answered})
     m = Mismatch(compared=len(answered), differ=len(wrong), seconds=seconds)
     m.lines.append(f"pesflow called the candidate and the frozen baseline on {len(answered)} of the dev grader's calls "
-                   f"({', '.join(fns[:4])}{', ...' if len(fns) > 4 else ''}): {len(wrong)} answered otherwise ({TOLERANCE})")
+                   f"({', '.join(fns[:4])}{', ...' if len(fns) > 4 else ''}): {len(wrong)} "
+                   f"answered otherwise ({TOLERANCE})")
     for c in wrong[:MAX_SHOWN]:
-        where = f"{c.get('fn')} (call {c.get('n')} of `{' '.join(map(str, c.get('argv') or []))}`; inputs {c.get('inputs')})"
+        where = (f"{c.get('fn')} (call {c.get('n')} of `"
+                 f"{' '.join(map(str, c.get('argv') or []))}`; inputs {c.get('inputs')})")
         if c.get("said") == "candidate_raised":
             m.lines.append(f"- {where}: the candidate raised {c.get('why')}; the baseline answered")
         else:

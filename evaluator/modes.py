@@ -3,7 +3,8 @@
 A package ships its references in one of several shapes: a patch (`solution/oracle.patch`,
 `oracle.patch` at an lh package's root, `tests/oracle.patch`), a whole scope file
 (`solution/kernel_oracle.py`; or, for a package of one scope file, `solution/<its name>` as the
-oracle and `solution/<its stem>_negative<its suffix>` as the negative), or no file at all, its hidden grader holding the reference in
+oracle and `solution/<its stem>_negative<its suffix>` as the negative), or no file at all, its hidden
+grader holding the reference in
 tests/ and switching to it by itself. The hidden grader reads its mode from the variables its
 test.sh names (`KERNELBENCH_VERIFY_MODE`, or another `*_MODE`) and takes a reviewer's file by
 path (`KERNELBENCH_<MODE>_PATCH` / `_FILE`). The dev engine only scores the live tree, so for it
@@ -67,7 +68,8 @@ def self_dispatched(task: Task, kind: str) -> bool:
     return bool(re.search(rf"^\s*{kind}\)|[\"']{kind}[\"']\s*\)|=\s*[\"']?{kind}[\"']?\s*\]", text, re.M))
 
 
-def request(task: Task, mode: str, grader: str, candidate: CandidateSource | None, artifact: Path | None = None) -> ModeRequest:
+def request(task: Task, mode: str, grader: str, candidate: CandidateSource | None,
+            artifact: Path | None = None) -> ModeRequest:
     """What to grade for `mode`: the candidate to apply, the grader's environment, the files to show."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
@@ -98,4 +100,5 @@ def request(task: Task, mode: str, grader: str, candidate: CandidateSource | Non
         return ModeRequest(CandidateSource(diff=a.read_text()), env, artifact=str(a.relative_to(task.root)))
     if len(task.scope) != 1:
         raise CandidateError("bad_reference", f"{a} is a single file but the scope has {len(task.scope)} files")
-    return ModeRequest(CandidateSource(files={task.scope[0]: a.read_text()}), env, artifact=str(a.relative_to(task.root)))
+    return ModeRequest(CandidateSource(files={task.scope[0]: a.read_text()}), env,
+                       artifact=str(a.relative_to(task.root)))

@@ -41,7 +41,8 @@ _ERROR = re.compile(r"(Traceback|Error|error:|FAIL|fatal|Assertion|No module nam
 # what a GPU's own allocator says when the card is full (PyTorch, cuBLAS, the CUDA runtime)
 _CARD_MEMORY = re.compile(r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|cudaErrorMemoryAllocation|"
                           r"CUDA_ERROR_OUT_OF_MEMORY", re.I)
-_ENV_HINTS = re.compile(r"No module named|import_origin|version|torch|triton|vllm|flash.?attn|cuda|libcu|nvcc|GLIBC", re.I)
+_ENV_HINTS = re.compile(r"No module named|import_origin|version|torch|triton|vllm|flash.?attn|cuda|libcu|nvcc|GLIBC",
+                        re.I)
 
 
 class ModeResult(BaseModel):
@@ -124,10 +125,11 @@ def exception_line(lines: list[str], i: int) -> str:
 
 def _result(v: Verdict, grader: str, mode: str, artifact: str | None) -> ModeResult:
     failed = v.status.value not in ("ok", "hard_fail") or not v.correct
-    return ModeResult(grader=grader, mode=mode, artifact=artifact, status=v.status.value, reward=v.reward, speedup=v.speedup,
-                      reasons=v.hard_fail_reasons[:8], dev_kind=v.dev.kind if v.dev else None,
+    return ModeResult(grader=grader, mode=mode, artifact=artifact, status=v.status.value, reward=v.reward,
+                      speedup=v.speedup, reasons=v.hard_fail_reasons[:8], dev_kind=v.dev.kind if v.dev else None,
                       first_error=first_error(v) if failed else "", seconds=v.seconds,
-                      suspect=v.trust.suspect if v.trust.checks.get("screened") else None, trust_reasons=v.trust.reasons[:4],
+                      suspect=v.trust.suspect if v.trust.checks.get("screened") else None,
+                      trust_reasons=v.trust.reasons[:4],
                       card_memory=card_memory(v) if failed or v.status != Status.ok else "")
 
 
@@ -152,8 +154,8 @@ def card_memory(v: Verdict, tail: int = 1 << 20) -> str:
     return ""
 
 
-def check_package(ev, task: Task, graders: tuple[str, ...] = ("hidden",), device: str | None = None,  # noqa: ANN001 - an Evaluator
-                  kept: dict[tuple, GradingRecord] | None = None,
+def check_package(ev, task: Task, graders: tuple[str, ...] = ("hidden",),  # noqa: ANN001 - an Evaluator
+                  device: str | None = None, kept: dict[tuple, GradingRecord] | None = None,
                   keep: Callable[[GradingRecord], None] = lambda r: None) -> PackageCheck:
     """Grade the package's modes and classify it (see the module's docstring). A grading `kept`
     holds for this package's key is reused, not graded again; each new one is passed to `keep`."""
@@ -179,7 +181,8 @@ def check_package(ev, task: Task, graders: tuple[str, ...] = ("hidden",), device
             record = kept.get((base["key"], grader, mode, name))
             if record is None:
                 v = ev.evaluate(task, mode=mode, grader=grader, device=device, artifact=art)
-                record = GradingRecord(key=base["key"], result=_result(v, grader, mode, name), environment=v.environment)
+                record = GradingRecord(key=base["key"], result=_result(v, grader, mode, name),
+                                       environment=v.environment)
                 keep(record)
             environment = environment or record.environment
             results.append(record.result)
@@ -222,8 +225,8 @@ def classify(task: Task, results: list[ModeResult], environment: dict | None) ->
         full = next((r.card_memory for r in [o, noop] if r.card_memory), "")
         if full:  # the card, not the package: its memory is less than the card the package was made for
             cards = ", ".join(task.toml.environment.gpu_types) or "another card"
-            return "environment_differs", f"{', '.join(o.reasons[:3]) or o.status}: the GPU ran out of memory ({full}); " \
-                                          f"the package was made for {cards}: grade it on a card with more memory", None
+            return ("environment_differs", f"{', '.join(o.reasons[:3]) or o.status}: the GPU ran out of memory "
+                    f"({full}); the package was made for {cards}: grade it on a card with more memory", None)
         if any("stand-in python" in r.first_error for r in hidden):
             return "environment_differs", why, None
         if diffs and _ENV_HINTS.search(" ".join([why, *o.reasons])):  # the failure points at what differs
@@ -311,13 +314,16 @@ def markdown(checks: list[PackageCheck]) -> str:
     counts = {k: sum(1 for c in checks if c.klass == k) for k in CLASSES}
     lines = ["# pesflow tasks check", "", "| class | packages |", "|---|---|"]
     lines += [f"| {k} | {n} |" for k, n in counts.items() if n]
-    lines += ["", "| package | class | official | noop | oracle | negative | evidence |", "|---|---|---|---|---|---|---|"]
+    lines += ["", "| package | class | official | noop | oracle | negative | evidence |",
+              "|---|---|---|---|---|---|---|"]
     for c in checks:
         def cell(mode: str) -> str:
-            rs = [r for r in c.results if r.mode == mode and r.grader == "hidden"] or [r for r in c.results if r.mode == mode]
+            rs = ([r for r in c.results if r.mode == mode and r.grader == "hidden"]
+                  or [r for r in c.results if r.mode == mode])
             return "<br>".join(f"{r.status} r={_fmt(r.reward)} s={_fmt(r.speedup)}{_trust(r)}" for r in rs) or "-"
         ev = c.evidence.replace("|", "\\|").replace("\n", " ")
-        lines.append(f"| {c.task} | {c.klass} | {c.official} | {cell('noop')} | {cell('oracle')} | {cell('negative')} | {ev} |")
+        lines.append(f"| {c.task} | {c.klass} | {c.official} | {cell('noop')} | "
+                     f"{cell('oracle')} | {cell('negative')} | {ev} |")
     return "\n".join(lines) + "\n"
 
 

@@ -25,7 +25,8 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Callable, Iterable, TypeVar
 
-from evaluator.backends.base import Backend, Capabilities, capabilities_of, forget, GradeRequest, GradeRun, InfraError, Prepared, Slot
+from evaluator.backends.base import (Backend, Capabilities, capabilities_of, forget, GradeRequest, GradeRun, InfraError,
+                                     Prepared, Slot)
 from evaluator.task import Task
 
 T = TypeVar("T")
@@ -35,11 +36,13 @@ R = TypeVar("R")
 @lru_cache(maxsize=1)
 def gpu_indices() -> tuple[int, ...]:
     """Indices of the GPUs nvidia-smi lists (none when it is missing or fails)."""
-    smi = shutil.which("nvidia-smi") or ("/usr/local/nvidia/bin/nvidia-smi" if os.path.exists("/usr/local/nvidia/bin/nvidia-smi") else None)
+    smi = (shutil.which("nvidia-smi")
+           or ("/usr/local/nvidia/bin/nvidia-smi" if os.path.exists("/usr/local/nvidia/bin/nvidia-smi") else None))
     if smi is None:
         return ()
     try:
-        out = subprocess.run([smi, "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
+        out = subprocess.run([smi, "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True,
+                             timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return ()
     return tuple(int(x) for x in out.stdout.split() if x.strip().isdigit()) if out.returncode == 0 else ()
@@ -54,7 +57,8 @@ def device_groups(devices: Iterable[int], per_task: int) -> list[tuple[int, ...]
 class ParallelBackend:
     """A backend graded from many threads at once; see the module's docstring."""
 
-    def __init__(self, inner: Backend, workers: int | None = None, gpu_devices: Iterable[int] | None = None, retries: int = 1):
+    def __init__(self, inner: Backend, workers: int | None = None, gpu_devices: Iterable[int] | None = None,
+                 retries: int = 1):
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be at least 1 (got {workers})")
         self.inner = inner
@@ -85,8 +89,9 @@ class ParallelBackend:
         groups = device_groups(self._devices(), gpus) if gpus_here else []
         if gpus_here and not groups:
             raise InfraError(f"{task.name} needs {task.gpus} GPU(s) and only {len(self._devices())} are available "
-                             "to pesflow here (evaluator.gpu_devices); grade it where it fits, or check its correctness on the "
-                             "CPU: --device cpu of `pesflow evaluate` or `pesflow tasks check`")
+                             "to pesflow here (evaluator.gpu_devices); grade it where it fits, "
+                             "or check its correctness on the CPU: --device cpu of `pesflow "
+                             "evaluate` or `pesflow tasks check`")
         with self._cond:
             while True:
                 limit = self.workers if self.workers is not None else len(self._busy) + 1
@@ -149,7 +154,8 @@ class ParallelBackend:
                 return self.inner.grade(prepared, request, slot=slot)  # type: ignore[call-arg]
             if slot.devices:
                 # a backend without warm per-slot state: pin the grader to its GPUs by environment
-                request = replace(request, env={**request.env, "CUDA_VISIBLE_DEVICES": ",".join(map(str, slot.devices))})
+                request = replace(request,
+                                  env={**request.env, "CUDA_VISIBLE_DEVICES": ",".join(map(str, slot.devices))})
             return self.inner.grade(prepared, request)
         except InfraError as e:
             return GradeRun(reward=None, returncode=-1, timed_out=False, seconds=0.0, output="", infra_error=str(e))

@@ -29,10 +29,12 @@ if TYPE_CHECKING:
 LIMITERS = {
     "memory": "memory bandwidth: move fewer bytes (fuse, keep data on chip, narrower types)",
     "compute": "compute throughput: fewer or cheaper operations, tensor cores, a better algorithm",
-    "latency": "neither bandwidth nor compute near a ceiling: more parallel work per kernel, higher occupancy, fewer stalls",
+    "latency": "neither bandwidth nor compute near a ceiling: more parallel work per kernel, "
+               "higher occupancy, fewer stalls",
     "launch": "many short kernels, the GPU waiting on their launches: fuse them, or capture the sequence (CUDA graphs)",
     "host": "the GPU waits on host work that is not launches: Python, synchronizations or copies between kernels",
-    "python": "the candidate's own Python code (the interpreter): vectorize, move loops into native code, or change the algorithm",
+    "python": "the candidate's own Python code (the interpreter): vectorize, move loops into "
+              "native code, or change the algorithm",
     "native": "native calls (builtins, numpy, torch): fewer or larger calls, less data, or a better algorithm",
     "library": "Python outside the candidate (libraries it calls): call them less, or differently",
 }
@@ -196,7 +198,8 @@ def count_summary(metric: Metric, counts: Counts | None, why_none: str = "") -> 
         return {"how": "count", "limiter": None, "roofline": None, "lines": [f"{what}; ({said})"]}
     if counts.unit is not None:
         over = f" over {counts.workloads} workloads" if counts.workloads > 1 else ""
-        figs = f"{counts.unit}{over}: baseline {_count(counts.baseline or 0.0)}, candidate {_count(counts.candidate or 0.0)}"
+        figs = (f"{counts.unit}{over}: baseline {_count(counts.baseline or 0.0)}, candidate "
+                f"{_count(counts.candidate or 0.0)}")
         if counts.ratio is not None:
             figs += f" (baseline/candidate {counts.ratio:.4g}x)"
     else:
@@ -214,11 +217,13 @@ def _baseline_line(raw: dict[str, Any]) -> list[str]:
 def _cpu(raw: dict[str, Any]) -> dict[str, Any]:
     shares = raw.get("shares") or {}
     own, native, other = (float(shares.get(k) or 0.0) for k in ("own", "native", "other"))
-    limiter = max((("python", own), ("native", native), ("library", other)), key=lambda kv: kv[1])[0]  # the largest share
+    # the largest share
+    limiter = max((("python", own), ("native", native), ("library", other)), key=lambda kv: kv[1])[0]
     total = sum(float(f.get("seconds") or 0.0) for f in raw.get("functions") or []) or 1e-30
     lines = [f"cProfile over {raw.get('calls')} calls of {raw.get('entry')} on an input the dev grader passed: "
              f"{_time(float(raw.get('seconds_per_call') or 0.0))} a call", *_baseline_line(raw),
-             f"time by whose code: the candidate's own Python {_pct(own)}, native calls {_pct(native)}, other Python {_pct(other)}"]
+             f"time by whose code: the candidate's own Python {_pct(own)}, native calls "
+             f"{_pct(native)}, other Python {_pct(other)}"]
     for f in (raw.get("functions") or [])[:5]:
         lines.append(f"  {_short(str(f.get('name')))}: {_pct(float(f.get('seconds') or 0.0) / total)} of its time, "
                      f"called {f.get('calls')}x in each call of {raw.get('entry')}")
@@ -263,16 +268,19 @@ def _gpu(raw: dict[str, Any], facts: dict[str, Any]) -> dict[str, Any]:
     bw = float(facts.get("bandwidth_gbs") or 0.0) * 1e9
     peak = float((facts.get("tflops") or {}).get(raw.get("dtype") or "", 0.0)) * 1e12
     where = facts.get("source") or "no ceiling known"
-    lines = [f"{raw.get('entry')} on an input the dev grader passed: {_time(wall)} a call (median of {raw.get('timed_calls', '?')}), "
-             f"the GPU busy {_time(busy)} of it in {n_k} kernel launches ({raw.get('how')}, {raw.get('calls')} calls)",
+    lines = [f"{raw.get('entry')} on an input the dev grader passed: {_time(wall)} a call (median of "
+             f"{raw.get('timed_calls', '?')}), the GPU busy {_time(busy)} of it in {n_k} kernel launches "
+             f"({raw.get('how')}, {raw.get('calls')} calls)",
              *_baseline_line(raw)]
     if wall > busy > 0 and n_k > 0:
-        lines.append(f"the GPU idle {_pct((wall - busy) / wall)} of the call: {_time((wall - busy) / n_k)} of host time per launch")
+        lines.append(f"the GPU idle {_pct((wall - busy) / wall)} of the call: "
+                     f"{_time((wall - busy) / n_k)} of host time per launch")
     bw_share = flop_share = None
     if busy > 0 and raw.get("bytes_per_call"):
         gbs = float(raw["bytes_per_call"]) / busy
         bw_share = gbs / bw if bw else None
-        lines.append(f"its tensors hold {float(raw['bytes_per_call']) / 1e6:.3g} MB a call: at least {gbs / 1e9:.3g} GB/s, "
+        lines.append(f"its tensors hold {float(raw['bytes_per_call']) / 1e6:.3g} MB a call: "
+                     f"at least {gbs / 1e9:.3g} GB/s, "
                      + (f"{_pct(bw_share)} of {bw / 1e9:g} GB/s ({where})" if bw else "no bandwidth ceiling known"))
     if busy > 0 and raw.get("flops_per_call"):
         fl = float(raw["flops_per_call"]) / busy
@@ -299,9 +307,9 @@ def _ncu_lines(ncu: list[dict[str, Any]], lines: list[str]) -> tuple[str, float]
     """Nsight Compute's kernels as lines; the dominant one's bound and its roofline share."""
     total = sum(float(k["seconds"]) for k in ncu) or 1e-30
     for k in ncu[:5]:
-        lines.append(f"  {_short(k['name'])}: {_pct(float(k['seconds']) / total)} of GPU time, {k['launches']} launches, "
-                     f"DRAM {k['dram_pct']:.0f}% / SM {k['sm_pct']:.0f}% of peak, occupancy {k['occupancy_pct']:.0f}%, "
-                     f"limiter {_ncu_limiter(k)}")
+        lines.append(f"  {_short(k['name'])}: {_pct(float(k['seconds']) / total)} of GPU "
+                     f"time, {k['launches']} launches, DRAM {k['dram_pct']:.0f}% / SM {k['sm_pct']:.0f}% of peak, "
+                     f"occupancy {k['occupancy_pct']:.0f}%, limiter {_ncu_limiter(k)}")
     top = ncu[0]
     return _ncu_limiter(top), max(top["dram_pct"], top["sm_pct"]) / 100
 

@@ -84,7 +84,8 @@ class SandboxResult:
 def check_available() -> Isolation:
     """How this process makes the namespaces (evaluator/isolation.py: root, or a user namespace)."""
     if shutil.which("unshare") is None:
-        raise SandboxUnavailable("the local backend needs `unshare` (util-linux); install it (apt-get install util-linux)")
+        raise SandboxUnavailable("the local backend needs `unshare` (util-linux); install "
+                                 "it (apt-get install util-linux)")
     try:
         return isolation.current()
     except isolation.IsolationError as e:
@@ -131,8 +132,10 @@ class BoundedSink:
 
 def run(script: str, *, network: bool, timeout: float, env: dict[str, str] | None = None, max_output: int = 1 << 20,
         limits: Limits | None = None, watch: Callable[[int], str | None] | None = None, grace: float = 0.0,
-        max_output_total: int | None = None, followups: "Callable[[SandboxResult, FollowUp], None] | None" = None) -> SandboxResult:
-    """Run `script` (bash) as root (a mapped root in a user namespace, for an ordinary user) in new mount+pid namespaces (and a net namespace with only
+        max_output_total: int | None = None,
+        followups: "Callable[[SandboxResult, FollowUp], None] | None" = None) -> SandboxResult:
+    """Run `script` (bash) as root (a mapped root in a user namespace, for an ordinary user) in new
+    mount+pid namespaces (and a net namespace with only
     loopback unless `network`); stop it all at `timeout`, at a broken limit, when `watch`
     (given the namespace's init, as a host pid) names a reason, or past `max_output_total`
     bytes of output. A stop first sends SIGUSR1 to the namespace's init and waits `grace`
@@ -263,7 +266,8 @@ class _Sandbox:
         phase = SandboxResult(returncode=_rc(said), timed_out=False, seconds=time.monotonic() - self.start,
                               killed=plan.breach(None) if plan is not None else None,
                               output=sink.text(), usage={"output_bytes": sink.total, **(plan.usage() if plan else {})},
-                              warnings=list(plan.warnings) if plan else [], mechanisms=dict(plan.mechanisms) if plan else {},
+                              warnings=list(plan.warnings) if plan else [],
+                              mechanisms=dict(plan.mechanisms) if plan else {},
                               unenforced=list(plan.unenforced) if plan else [])
         try:
             followups(phase, FollowUp(ctl, sink, self.wait_for, lambda: self.killed))
@@ -448,8 +452,10 @@ def scratch_script(scratch: Path, size_mb: int | None, seed: Path) -> str:
     lines = ["set -e"]
     if size_mb:
         # inodes capped too: a million empty files is a disk bomb as well
-        lines.append(f"mount -t tmpfs -o size={int(size_mb)}m,nr_inodes={max(16384, int(size_mb) * 256)},mode=0700 tmpfs {q(scratch)}")
-    lines.append(f"mkdir -p {q(scratch)}/upper {q(scratch)}/work {q(scratch)}/tmp {q(scratch)}/vartmp {q(scratch)}/shm {q(scratch)}/run")
+        lines.append(f"mount -t tmpfs -o size={int(size_mb)}m,nr_inodes="
+                     f"{max(16384, int(size_mb) * 256)},mode=0700 tmpfs {q(scratch)}")
+    lines.append(f"mkdir -p {q(scratch)}/upper {q(scratch)}/work {q(scratch)}/tmp {q(scratch)}/vartmp "
+                 f"{q(scratch)}/shm {q(scratch)}/run")
     lines.append(f"chmod 1777 {q(scratch)}/tmp {q(scratch)}/vartmp {q(scratch)}/shm")
     lines.append(f"cp -a {q(seed)}/. {q(scratch)}/upper/")
     return checked(lines)
@@ -457,7 +463,8 @@ def scratch_script(scratch: Path, size_mb: int | None, seed: Path) -> str:
 
 def checked(lines: list[str]) -> str:
     # `set -e` does not stop inside && lists: every line must succeed or the setup fails loudly.
-    return "".join(f"{ln} || {{ echo '@@pesflow:setup-failed' >&2; exit 97; }}\n" if not ln.startswith("set ") else ln + "\n" for ln in lines)
+    return "".join(f"{ln} || {{ echo '@@pesflow:setup-failed' >&2; exit 97; }}\n" if not ln.startswith("set ")
+                   else ln + "\n" for ln in lines)
 
 
 # The capabilities a grader keeps: Docker's default set less SYS_CHROOT (the chroot is the

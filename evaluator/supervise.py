@@ -17,7 +17,8 @@ from evaluator.sandbox import CTL_READ, CTL_WRITE, q
 def supervised_command(command: str, *, proc: Path, status: Path, python: str, copy_out: list[tuple[Path, Path]],
                        max_file_bytes: int, max_total_bytes: int, scratch: Path | None = None,
                        stray_grace: float = STRAY_GRACE_SEC, results: list[Path] = (),  # type: ignore[assignment]
-                       bulk_copy: list[tuple[Path, Path]] = (), bulk_bytes: tuple[int, int] = (64 << 20, 256 << 20),  # type: ignore[assignment]
+                       bulk_copy: list[tuple[Path, Path]] = (),  # type: ignore[assignment]
+                       bulk_bytes: tuple[int, int] = (64 << 20, 256 << 20),
                        follow: Path | None = None, warm: str | None = None, after_grader: str = "",
                        warm_over: Path | None = None, warm_late: bool = False) -> str:
     """Shell lines that run `command` (a chroot line) as the child of the namespace's init,
@@ -80,7 +81,8 @@ note() {{ printf '%s\\n' "$@" >> "$S"; }}
 # a fifo nobody writes: `read -t` on it is a sleep that starts no process (which would count)
 mkfifo {tick} && exec 9<>{tick}
 # a process's start time (clock ticks since boot): with its pid, what no later process can take over
-start_of() {{ local st; read -r st 2>/dev/null < {q(proc)}/"$1"/stat || return 1; st=${{st##*) }}; set -- $st; echo "${{20}}"; }}
+start_of() {{ local st; read -r st 2>/dev/null < {q(proc)}/"$1"/stat || return 1; st=${{st##*) }}; \
+set -- $st; echo "${{20}}"; }}
 is_warm() {{ [ -n "$W" ] && [ "$1" = "$W" ] && [ "$(start_of "$1")" = "$WS" ]; }}
 alive() {{
   local p st

@@ -58,7 +58,8 @@ def grader_command(grader: str, dev_engine: str | None) -> tuple[str, list[str]]
     return None
 
 
-NO_DEV_ENGINE = "this package has no dev engine in /opt/loop (score_engine.sh or private/*/test.sh); use --grader hidden"
+NO_DEV_ENGINE = ("this package has no dev engine in /opt/loop (score_engine.sh or "
+                 "private/*/test.sh); use --grader hidden")
 
 
 class TaskError(Exception):
@@ -280,7 +281,8 @@ def find_task(name: str, roots: list[str | Path] | None = None) -> Path:
     if (direct / "task.toml").is_file():
         return direct.resolve()
     if name.count("/") != 1 or name.startswith("/"):
-        raise TaskError(f"task name {name!r} is not of the form <bench>/<dir> (e.g. kfc/ssm-selective-scan-firstorder) nor a package folder")
+        raise TaskError(f"task name {name!r} is not of the form <bench>/<dir> (e.g. "
+                        "kfc/ssm-selective-scan-firstorder) nor a package folder")
     searched = task_roots(roots)
     for root in searched:
         found = package_root_in(root, name)
@@ -288,7 +290,8 @@ def find_task(name: str, roots: list[str | Path] | None = None) -> Path:
             return found
     where = ", ".join(str(r) for r in searched)
     raise TaskError(
-        f"task {name!r} not found in {where}; pass --tasks-root <Φ-Bench checkout>/tasks or set {TASKS_PATH_ENV} (see `pesflow tasks`)"
+        f"task {name!r} not found in {where}; pass --tasks-root <Φ-Bench checkout>/tasks or set "
+        f"{TASKS_PATH_ENV} (see `pesflow tasks`)"
     )
 
 
@@ -329,7 +332,8 @@ def _scope(toml: TaskToml, path: Path) -> list[str]:
     for p in toml.verifier.primary_edit_paths:
         rel = p[len(root) + 1 :] if p.startswith(root + "/") else p
         if rel.startswith("/") or ".." in Path(rel).parts or not rel:
-            raise TaskError(f"{path}: field [verifier].primary_edit_paths: {p!r} is outside {root}; list paths under the source root")
+            raise TaskError(f"{path}: field [verifier].primary_edit_paths: {p!r} is outside {root}; "
+                            "list paths under the source root")
         out.append(rel)
     return out
 
@@ -386,7 +390,8 @@ def read_anchor(root: Path, toml: TaskToml) -> Anchor:
     if txt.is_file():
         value = anchor_number(txt.read_text())
         if value is None:
-            raise TaskError(f"{txt}: holds no number ({txt.read_text()[:40]!r}); write the anchor's digits only, e.g. 3.2")
+            raise TaskError(f"{txt}: holds no number ({txt.read_text()[:40]!r}); write the "
+                            "anchor's digits only, e.g. 3.2")
         return Anchor(value=value, source="tests/ref_speedup.txt", calibrated_on=_calibrated(root, value) or cal)
     for rel in ("environment/verifier-correctness-manifest.json", "tests/verifier-correctness-manifest.json",
                 "tests/reward_manifest.json"):
@@ -415,9 +420,11 @@ def load_task(name: str, roots: list[str | Path] | None = None, official_url: st
         bench, dir_ = name.split("/")
     instruction = root / toml.task.instruction
     if not instruction.is_file():
-        raise TaskError(f"{toml_path}: field [task].instruction: {instruction} does not exist; add the file or fix the field")
+        raise TaskError(f"{toml_path}: field [task].instruction: {instruction} does not "
+                        "exist; add the file or fix the field")
     if not (root / toml.environment.dockerfile).is_file():
-        raise TaskError(f"{toml_path}: field [environment].dockerfile: {root / toml.environment.dockerfile} does not exist; fix the field")
+        raise TaskError(f"{toml_path}: field [environment].dockerfile: {root / toml.environment.dockerfile}"
+                        " does not exist; fix the field")
     kind = (toml.verifier.task_kind or toml.task.kind or "").lower()
     reward_class: Literal["performance", "implementation"] = (
         "implementation" if kind in ("implementation", "correctness") else "performance"

@@ -64,12 +64,14 @@ class Verdict(BaseModel):
 
     dev: DevFigure | None = None  # a dev engine's own figure, raw, with its kind (evaluator/scoring.py)
     environment: dict[str, Any] | None = None  # image, or the local stand-in and how it differs from the pins
-    trust: Trust = Field(default_factory=Trust)  # the screens' verdict (evaluator/trust/); the figures stay the grader's
+    # the screens' verdict (evaluator/trust/); the figures stay the grader's
+    trust: Trust = Field(default_factory=Trust)
     feedback: str | None = None  # a dev grading's lines from the package's own loop (evaluator/feedback.py)
     diagnostics: list[str] = Field(default_factory=list)  # the candidate's own errors in the grader's output
     dev_details: list[str] = Field(default_factory=list)  # a dev grading's failed checks and per-workload figures
     profile: dict[str, Any] | None = None  # where a dev-graded candidate's time goes (evaluator/profile.py), when asked
-    mismatch: Mismatch | None = None  # a dev grading failed by a correctness gate: how its answers differ (evaluator/mismatch.py)
+    # a dev grading failed by a correctness gate: how its answers differ (evaluator/mismatch.py)
+    mismatch: Mismatch | None = None
 
     @property
     def correct(self) -> bool:

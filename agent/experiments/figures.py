@@ -122,8 +122,8 @@ def best_by_round_plot(task: str, rows: list[dict[str, Any]], kinds: dict[str, s
         mean = [c[k][0] for k in ks]
         # Methods often share a curve (same answers, same rounds): each later one drawn thinner, on
         # top, with its own marker, so that every one stays visible.
-        where.plot(ks, mean, marker=MARKERS[i % len(MARKERS)], markersize=4.5, color=colour, label=label, linestyle=style,
-                   drawstyle="steps-post", linewidth=max(1.0, 3.2 - 0.45 * i), zorder=2 + i)
+        where.plot(ks, mean, marker=MARKERS[i % len(MARKERS)], markersize=4.5, color=colour, label=label,
+                   linestyle=style, drawstyle="steps-post", linewidth=max(1.0, 3.2 - 0.45 * i), zorder=2 + i)
         if len(mine) > 1:
             where.fill_between(ks, [c[k][1] for k in ks], [c[k][2] for k in ks], color=colour, alpha=0.15, step="post")
         if where is ax:
@@ -139,16 +139,20 @@ def best_by_round_plot(task: str, rows: list[dict[str, Any]], kinds: dict[str, s
     if dev_ax is not None:
         for method, colour, level in dev_lines:
             if level:
-                dev_ax.axhline(level, color=colour, linestyle=":", linewidth=1.2, label=f"{method} (dev grader), right axis")
+                dev_ax.axhline(level, color=colour, linestyle=":", linewidth=1.2,
+                               label=f"{method} (dev grader), right axis")
     handles, labels = ax.get_legend_handles_labels()
     if dev_ax is not None:
-        dev_ax.set_ylabel(f"dev engine's own figure: {', '.join(dict.fromkeys(dev_kinds))} (higher is better)", fontsize=8)
+        dev_ax.set_ylabel(f"dev engine's own figure: {', '.join(dict.fromkeys(dev_kinds))} (higher is better)",
+                          fontsize=8)
         more = dev_ax.get_legend_handles_labels()
         handles, labels = handles + more[0], labels + more[1]
     if not handles:  # nothing graded counts yet: say so on the canvas rather than leave it blank
-        ax.text(0.5, 0.5, "no round's best has a figure yet", transform=ax.transAxes, ha="center", va="center", fontsize=9)
+        ax.text(0.5, 0.5, "no round's best has a figure yet", transform=ax.transAxes, ha="center", va="center",
+                fontsize=9)
     else:
-        ax.legend(handles, labels, fontsize=7, loc="center left", bbox_to_anchor=(1.12 if dev_ax else 1.01, 0.5), frameon=False)
+        ax.legend(handles, labels, fontsize=7, loc="center left", bbox_to_anchor=(1.12 if dev_ax else 1.01, 0.5),
+                  frameon=False)
     return fig
 
 
@@ -164,12 +168,14 @@ def cost_figure(rows: list[dict[str, Any]], colours: dict[str, str], stem: Path)
         for r in mine:
             x = r.get("usd", 0.0) if use_usd else r.get("tokens", 0)
             if cls == "performance":
-                y = r.get("speedup") if r["correct"] and isinstance(r.get("speedup"), (int, float)) and r["speedup"] > 0 else 1.0
+                y = (r.get("speedup") if r["correct"] and isinstance(r.get("speedup"), (int, float))
+                     and r["speedup"] > 0 else 1.0)
             else:
                 y = r.get("reward", 0.0)
             ys_all.append(y)
-            ax.scatter([x], [y], color=colours.get(r["method"], "#333333"), marker=MARKERS[tasks.index(r["task"]) % len(MARKERS)],
-                       s=36, alpha=0.85, edgecolors="white" if r["correct"] else "black", linewidths=0.6)
+            ax.scatter([x], [y], color=colours.get(r["method"], "#333333"),
+                       marker=MARKERS[tasks.index(r["task"]) % len(MARKERS)], s=36, alpha=0.85,
+                       edgecolors="white" if r["correct"] else "black", linewidths=0.6)
         if cls == "performance" and ys_all and max(ys_all) / max(min(ys_all), 1e-12) > 20:
             ax.set_yscale("log")
         ax.set_xlabel("USD per run" if use_usd else "tokens per run (no priced model)")
@@ -177,8 +183,10 @@ def cost_figure(rows: list[dict[str, Any]], colours: dict[str, str], stem: Path)
         ax.set_title(f"{cls} tasks: cost against result", fontsize=10)
         ax.grid(True, alpha=0.3)
     # One legend for methods (colour) and one for tasks (marker), outside the panels.
-    handles = [axes[-1].scatter([], [], color=colours[m], marker="o", label=m) for m in colours if any(r["method"] == m for r in rows)]
-    handles += [axes[-1].scatter([], [], color="#777777", marker=MARKERS[i % len(MARKERS)], label=t) for i, t in enumerate(tasks)]
+    handles = [axes[-1].scatter([], [], color=colours[m], marker="o", label=m)
+               for m in colours if any(r["method"] == m for r in rows)]
+    handles += [axes[-1].scatter([], [], color="#777777", marker=MARKERS[i % len(MARKERS)], label=t)
+                for i, t in enumerate(tasks)]
     axes[-1].legend(handles=handles, fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     return _save(fig, stem)
 

@@ -150,7 +150,8 @@ def is_finished(d: Path) -> bool:
 # ---------------------------------------------------------------- running one cell
 
 
-def run_cell_of_data(base: dict[str, Any], bc: dict[str, Any], cell: tuple[str, str, int], out: Path, roots: list[str]) -> str:
+def run_cell_of_data(base: dict[str, Any], bc: dict[str, Any], cell: tuple[str, str, int], out: Path,
+                     roots: list[str]) -> str:
     """A cell as a Ray node runs it (agent/experiments/ray_cells.py): the configs as plain data,
     a quiet console; passed to the node by reference, so ray_cells never imports this module.
     Returns where under `out` the cell's run directory is."""
@@ -235,7 +236,8 @@ def cell_line(d: Path, cell: Cell, kind: str, reward_class: str, out: Path) -> d
         "over_budget": bool(budget is not None and hidden > budget),
         # what the model was shown (search.feedback; none for a cell with no model) and whether its dev
         # gradings went past the cap the package's own loop puts on a solver's submissions
-        "feedback": ((run.get("config") or {}).get("search") or {}).get("feedback") if kind not in EVALUATOR_ONLY else None,
+        "feedback": ((run.get("config") or {}).get("search") or {}).get("feedback") if kind not in EVALUATOR_ONLY
+            else None,
         "dev_cap": sc.get("dev_cap"), "dev_over_cap": bool(sc.get("dev_over_cap")),
         "candidates": len(pop) if kind in EVALUATOR_ONLY else sum(1 for s in pop if s.get("round", 0) > 0),
         "failed_candidates": sum(1 for s in pop if not is_correct(s.get("status", ""), s.get("hard_fail_reasons"))),
@@ -277,7 +279,8 @@ class MatrixProgress:
             self.live.start()
 
     def _view(self) -> Group:
-        t = Table(title="pesflow baselines", caption="· waiting  ▶ running  ✓ done (speedup)  ✗ failed  † not counted (suspect)")
+        t = Table(title="pesflow baselines",
+                  caption="· waiting  ▶ running  ✓ done (speedup)  ✗ failed  † not counted (suspect)")
         t.add_column("task")
         for m in self.bc.methods:
             t.add_column(m, justify="center")
@@ -377,10 +380,12 @@ class _MatrixRun:
 
     def __post_init__(self) -> None:
         n = len(self.cells)
-        self.labels = {cell: f"[{i}/{n}] {cell.task} · {cell.method} · seed {cell.seed}" for i, cell in enumerate(self.cells, 1)}
+        self.labels = {cell: f"[{i}/{n}] {cell.task} · {cell.method} · seed {cell.seed}"
+                       for i, cell in enumerate(self.cells, 1)}
 
     def line(self, cell: Cell) -> dict[str, Any]:
-        return cell_line(self.out / cell.rel, cell, self.bc.methods[cell.method].kind, self.tasks[cell.task].reward_class, self.out)
+        return cell_line(self.out / cell.rel, cell, self.bc.methods[cell.method].kind,
+                         self.tasks[cell.task].reward_class, self.out)
 
     def lines(self) -> list[dict[str, Any]]:
         return [self.line(c) for c in self.cells if is_finished(self.out / c.rel)]
@@ -431,7 +436,8 @@ class _MatrixRun:
         else:
             self.failed.append((cell, f"run ended with status {status}"))
             self.progress.update(cell, "✗", f"{label}: run ended with status {status}", advance=True)
-        write_jsonl(self.out / "summary.jsonl", self.lines())  # after every cell: a stopped matrix still has its summary
+        # after every cell: a stopped matrix still has its summary
+        write_jsonl(self.out / "summary.jsonl", self.lines())
 
 
 def _tables_and_figures(bc: BaselinesConfig, rows: list[dict[str, Any]], out: Path) -> list[Path]:
@@ -441,4 +447,5 @@ def _tables_and_figures(bc: BaselinesConfig, rows: list[dict[str, Any]], out: Pa
 
     written = write_tables(rows, out / "tables")
     # A cell that does not count is no point and no curve either.
-    return written + write_figures([r for r in rows if counted(r)], out / "figures", {m: bc.methods[m].kind for m in bc.methods})
+    return (written + write_figures([r for r in rows if counted(r)], out / "figures",
+                                    {m: bc.methods[m].kind for m in bc.methods}))

@@ -46,7 +46,8 @@ class Method(_Strict):
         if self.kind != "best_of_n" and self.n is not None:
             raise ValueError(f"n is only for kind best_of_n, not {self.kind}; remove it")
         if self.rounds is not None and self.kind in (*EVALUATOR_ONLY, "single_shot", "best_of_n"):
-            raise ValueError(f"rounds is only for the loop and its ablations, not {self.kind} (one round by definition)")
+            raise ValueError("rounds is only for the loop and its ablations, not "
+                             f"{self.kind} (one round by definition)")
         return self
 
     @property
@@ -77,8 +78,10 @@ def run_evaluator_cell(cfg: Config, task: Task, kind: str, grader: str, roots: l
     """noop or oracle: one grading, recorded as a one-candidate run (run.json, journal, checkpoint, final/)."""
     t0 = time.monotonic()
     meta = run_metadata(json.loads(cfg.model_dump_json()), task, d.name, cfg.loop.seed, grader, cfg.evaluator.backend)
-    store = RunStore.create(d, {**meta, "started": datetime.now(timezone.utc).isoformat(timespec="seconds"), "status": "running"})
-    store.journal.append(Event.run_start, run_id=d.name, task=task.name, seed=cfg.loop.seed, grader=grader, models={}, method=kind)
+    store = RunStore.create(d, {**meta, "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                                "status": "running"})
+    store.journal.append(Event.run_start, run_id=d.name, task=task.name, seed=cfg.loop.seed, grader=grader, models={},
+                         method=kind)
     ev = Evaluator(cfg.evaluator, tasks_roots=roots, log_root=d / "evaluations", official_url=cfg.benchmark.url)
     try:
         prepared = ev.prepare(task)
@@ -120,11 +123,13 @@ def run_evaluator_cell(cfg: Config, task: Task, kind: str, grader: str, roots: l
     store.write_checkpoint(0, {**files_out, STATE_FILE: state})
     store.write("final/candidate.patch", Candidate(files=files).diff(baseline))
     store.write_json("final/verdict.json" if grader == "dev" else "final/hidden_verdict.json", verdict)
-    best = {"id": kind, "content_hash": h, "speedup": v.speedup, "reward": v.reward, "grader": grader, "status": v.status.value,
-            "hard_fail_reasons": v.hard_fail_reasons, "trust": v.trust.model_dump(mode="json")}
+    best = {"id": kind, "content_hash": h, "speedup": v.speedup, "reward": v.reward, "grader": grader,
+            "status": v.status.value, "hard_fail_reasons": v.hard_fail_reasons,
+            "trust": v.trust.model_dump(mode="json")}
     store.journal.append(Event.final, stop="evaluated", best=best)
     store.update_run(finished=datetime.now(timezone.utc).isoformat(timespec="seconds"), totals=totals, rounds_done=0,
-                     best_by_round=best_by_round, suspects=flagged(store.journal.events()), status="finished", best=best)
+                     best_by_round=best_by_round, suspects=flagged(store.journal.events()), status="finished",
+                     best=best)
     store.journal.append(Event.run_end, status="finished")
 
 

@@ -30,7 +30,8 @@ def _run_cell_on_node(base: dict[str, Any], bc: dict[str, Any], cell: tuple[str,
                       package: bytes, node_cache_dir: str, runner: Callable[..., str]) -> bytes:
     """On the node: the package unpacked once (by hash), the cell run into scratch by `runner`
     (agent/experiments/matrix.run_cell_of_data), its run directory as a tar."""
-    pkg = node_side.locked_unpacked(EvaluatorConfig(ray=RayConfig(node_cache_dir=node_cache_dir)), content_hash, package)
+    pkg = node_side.locked_unpacked(EvaluatorConfig(ray=RayConfig(node_cache_dir=node_cache_dir)), content_hash,
+                                    package)
     with tempfile.TemporaryDirectory(prefix="pesflow-cell-") as tmp:
         out = Path(tmp)
         return node_side.archive_dir(out / runner(base, bc, cell, out, [str(pkg)]))

@@ -49,7 +49,8 @@ def flag(r: dict[str, Any], per_task: bool) -> str:
     where = f"{'' if per_task else r['task'] + ' '}seed {r['seed']}"
     if counted(r):
         return f"‡ {where}: awaiting review"
-    why = ", ".join(t.get("families") or []) or ("rejected by a person" if (t.get("review") or {}).get("decision") == "reject"
+    why = ", ".join(t.get("families") or []) or ("rejected by a person"
+                                                 if (t.get("review") or {}).get("decision") == "reject"
                                                  else "not counted")
     return f"† {where}: {why}"
 
@@ -117,12 +118,13 @@ COLUMNS: list[tuple[str, str, str, Callable[[Any], str]]] = [
 ]
 NOTE = ("reward: mean ± sample sd over cells; speedup: geometric mean, a cell whose final candidate is not correct "
         "counted as 1x; correct: share of cells whose final candidate passed every correctness gate; "
-        "feedback: what the model was shown of each grading (search.feedback; benchmark: the package's own loop's lines, "
-        "comparable with other agents' numbers); "
+        "feedback: what the model was shown of each grading (search.feedback; benchmark: "
+        "the package's own loop's lines, comparable with other agents' numbers); "
         "hidden scorings: gradings spent against the task's submission budget (over budget: cells that spent more); "
-        "dev over loop cap: cells whose dev gradings outnumbered the submissions the package's own loop allows a solver; "
-        "flagged: † cells whose final grading does not count (a suspect, or rejected by a person), in no figure of the "
-        "row, named with the trust families; ‡ cells that count but await a person's review (pesflow review).")
+        "dev over loop cap: cells whose dev gradings outnumbered the submissions the "
+        "package's own loop allows a solver; flagged: † cells whose final grading does not count (a suspect, or "
+        "rejected by a person), in no figure of the row, named with the trust families; ‡ cells that count but await a "
+        "person's review (pesflow review).")
 
 
 def _people_cells(row: dict[str, Any], per_task: bool) -> list[str]:
@@ -133,7 +135,8 @@ def _people_cells(row: dict[str, Any], per_task: bool) -> list[str]:
         if key == "flagged":
             out.append("; ".join(flag(r, per_task) for r in row.get("flagged") or []) or "-")
         elif key == "reward_mean":
-            out.append(f"{fmt(row['reward_mean'])} ± {fmt(row['reward_sd'])}" if row["reward_mean"] is not None else "-")
+            out.append(f"{fmt(row['reward_mean'])} ± {fmt(row['reward_sd'])}" if row["reward_mean"] is not None
+                       else "-")
         else:
             out.append(fmt(row[key]))
     return out
@@ -156,7 +159,8 @@ def to_csv(rows: list[dict[str, Any]]) -> str:
 
 def to_markdown(title: str, rows: list[dict[str, Any]], per_task: bool) -> str:
     heads = _people_headers(per_task)
-    lines = [f"### {title}", "", "| " + " | ".join(heads) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(heads))) + "|"]
+    lines = [f"### {title}", "", "| " + " | ".join(heads) + " |",
+             "|" + "|".join("---" if i == 0 else "---:" for i in range(len(heads))) + "|"]
     lines += ["| " + " | ".join(_people_cells(r, per_task)) + " |" for r in rows]
     return "\n".join(lines + ["", f"_{NOTE}_", ""])
 
@@ -207,8 +211,10 @@ def write_tables(rows: list[dict[str, Any]], dest: Path) -> list[Path]:
         if cls in by_class:
             n_tasks = len({r["task"] for r in by_class[cls]})
             recreated = sorted({r["task"] for r in by_class[cls] if not r.get("official")})
-            mark = f"; not official packages (pesflow re-creations or modified): {', '.join(recreated)}" if recreated else ""
-            emit(cls, f"{cls.capitalize()} tasks ({n_tasks}), all seeds{mark}", method_table(by_class[cls]), per_task=False)
+            mark = (f"; not official packages (pesflow re-creations or modified): {', '.join(recreated)}" if recreated
+                    else "")
+            emit(cls, f"{cls.capitalize()} tasks ({n_tasks}), all seeds{mark}", method_table(by_class[cls]),
+                 per_task=False)
     for task, rs in grouped(rows, lambda r: r["task"]).items():
         which = "official benchmark package" if rs[0].get("official") else "NOT the official package"
         emit(f"task-{slug(task)}", f"{task} ({rs[0]['reward_class']}), {which}", method_table(rs), per_task=True)

@@ -51,7 +51,8 @@ class AnthropicProvider(SDKProvider):
             kwargs["extra_body"] = sampling
         resp = client.messages.create(**kwargs)
         # Only text blocks are the answer (thinking and tool blocks are not).
-        text = "".join(getattr(b, "text", "") or "" for b in (getattr(resp, "content", None) or []) if getattr(b, "type", None) == "text")
+        text = "".join(getattr(b, "text", "") or "" for b in (getattr(resp, "content", None) or [])
+                       if getattr(b, "type", None) == "text")
         usage = getattr(resp, "usage", None)
         # the API's input_tokens are those after the last breakpoint: what it read from its cache
         # and what it wrote to it are counted apart, and all three are input

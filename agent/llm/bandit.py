@@ -46,7 +46,8 @@ class ModelBandit:
                 return m, {"rule": "not yet called", **self._table({})}
         best = max(a.value() for a in self.arms.values()) or 1.0
         total = sum(a.calls for a in self.arms.values())
-        scores = {m: a.value() / best + self.explore * math.sqrt(math.log(total) / a.calls) for m, a in self.arms.items()}
+        scores = {m: a.value() / best + self.explore * math.sqrt(math.log(total) / a.calls)
+                  for m, a in self.arms.items()}
         pick = max(self.models, key=lambda m: (scores[m], -self.models.index(m)))
         return pick, {"rule": "ucb1", **self._table(scores)}
 

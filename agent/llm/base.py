@@ -63,7 +63,8 @@ def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = Non
     return max(0.0, when - (time.time() if now is None else now))
 
 
-def backoff_delay(attempt: int, policy: RetryPolicy, retry_after: float | None, rng: random.Random | None = None) -> float:
+def backoff_delay(attempt: int, policy: RetryPolicy, retry_after: float | None,
+                  rng: random.Random | None = None) -> float:
     """Wait before attempt `attempt + 1`: the server's Retry-After when given (capped),
     else exponential backoff with jitter so that parallel executors do not retry in step."""
     if retry_after is not None:

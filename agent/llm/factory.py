@@ -36,7 +36,8 @@ def make_client(
         from agent.llm.openai_provider import OpenAIProvider  # slow to import (seconds): only a run using it pays
 
         return OpenAIProvider(
-            model, base_url=base_url, api_key=api_key, retry=retry, budget=budget, prices=prices, max_tokens_param=max_tokens_param
+            model, base_url=base_url, api_key=api_key, retry=retry, budget=budget, prices=prices,
+            max_tokens_param=max_tokens_param
         )
     if max_tokens_param != "max_tokens":
         raise ValueError(f"max_tokens_param={max_tokens_param!r} applies to openai:MODEL only, not {spec!r}")

@@ -91,8 +91,10 @@ class Recorded:
 class Gateway:
     def __init__(self, clients: dict[str, LLMClient], journal: Journal, guard: LeakGuard,
                  max_tokens: int = 4096, temperature: float | None = None, top_p: float | None = None,
-                 recorded: Recorded | None = None, offline: bool = False, learned: list[str] = (),  # type: ignore[assignment]
-                 models: dict[str, list[str]] | None = None, explore: float = 1.0, history: list[dict[str, Any]] = ()):  # type: ignore[assignment]
+                 recorded: Recorded | None = None, offline: bool = False,
+                 learned: list[str] = (),  # type: ignore[assignment]
+                 models: dict[str, list[str]] | None = None, explore: float = 1.0,
+                 history: list[dict[str, Any]] = ()):  # type: ignore[assignment]
         self.clients = clients
         # a role with several models: its bandit, rebuilt from the run's journal (a resume goes on from it)
         self.bandits = {role: ModelBandit(list(specs), explore) for role, specs in (models or {}).items()}
@@ -173,13 +175,15 @@ class Gateway:
         text = "".join(s.text for s in screened)
         ends = [sum(len(s.text) for s in screened[: i + 1]) for i in range(len(screened) - 1)]
         request = LLMRequest(role=role, messages=[Message(role="system", content=system_s.text),
-                                                  Message(role="user", content=text, breaks=sorted({b for b in ends if 0 < b < len(text)}))],
+                                                  Message(role="user", content=text,
+                                                          breaks=sorted({b for b in ends if 0 < b < len(text)}))],
                              max_tokens=self.max_tokens, temperature=self.temperature, top_p=self.top_p, tag=tag)
         user_s = Screened(text, [w for s in screened for w in s.withheld])
         rhash = request.request_hash(client.provider, client.model)
         base = {"role": role, "tag": tag, "provider": client.provider, "model": client.model, "request_hash": rhash}
         if system_s.withheld or user_s.withheld:
-            self.journal.append(Event.withheld, role=role, tag=tag, request_hash=rhash, items=system_s.withheld + user_s.withheld)
+            self.journal.append(Event.withheld, role=role, tag=tag, request_hash=rhash,
+                                items=system_s.withheld + user_s.withheld)
         outcome = self._send(client, request, base)
         outcome.sent = user_s.text
         with self._lock:
@@ -190,9 +194,10 @@ class Gateway:
         tag, rhash = base["tag"], base["request_hash"]
         recorded = self.recorded.take(tag, rhash) if self.recorded else None
         if recorded is not None:
-            self.journal.append(Event.llm_call, **base, messages=[m.model_dump(exclude_defaults=True) for m in request.messages],
-                                text=recorded["text"], usage=recorded.get("usage"), cost_usd=0.0,
-                                latency_s=0.0, attempts=0, replayed=True)
+            self.journal.append(Event.llm_call, **base,
+                                messages=[m.model_dump(exclude_defaults=True) for m in request.messages],
+                                text=recorded["text"], usage=recorded.get("usage"), cost_usd=0.0, latency_s=0.0,
+                                attempts=0, replayed=True)
             return Outcome(recorded["text"], replayed=True)
         if self.offline and self.recorded and (tag, rhash) in self.recorded.refused:
             msg = "the USD cap refused this call in the run being replayed"
@@ -206,8 +211,9 @@ class Gateway:
             with self.busy.running():
                 result = client.complete(request)
         except LLMError as e:
-            self.journal.append(Event.llm_call, **base, messages=[m.model_dump(exclude_defaults=True) for m in request.messages],
-                                text=None, error=str(e), error_kind=e.kind, attempts=e.attempts)
+            self.journal.append(Event.llm_call, **base,
+                                messages=[m.model_dump(exclude_defaults=True) for m in request.messages], text=None,
+                                error=str(e), error_kind=e.kind, attempts=e.attempts)
             if e.kind == "budget":
                 raise BudgetExhausted(str(e)) from None
             if e.kind in FATAL_KINDS:
@@ -219,9 +225,11 @@ class Gateway:
                                        "(OPENAI_BASE_URL or --set llm.base_url) and the network") from None
             return Outcome(None, str(e), e.kind)
         self.answered = True
-        self._bandit_of(f"{client.provider}:{client.model}", request.role).paid(f"{client.provider}:{client.model}", result.cost_usd)
-        self.journal.append(Event.llm_call, **base, messages=[m.model_dump(exclude_defaults=True) for m in request.messages],
-                            text=result.text, usage=result.usage.model_dump(), cost_usd=result.cost_usd,
-                            priced=result.priced, latency_s=round(result.latency_s, 4), attempts=result.attempts,
+        self._bandit_of(f"{client.provider}:{client.model}", request.role).paid(f"{client.provider}:{client.model}",
+                                                                                result.cost_usd)
+        self.journal.append(Event.llm_call, **base,
+                            messages=[m.model_dump(exclude_defaults=True) for m in request.messages], text=result.text,
+                            usage=result.usage.model_dump(), cost_usd=result.cost_usd, priced=result.priced,
+                            latency_s=round(result.latency_s, 4), attempts=result.attempts,
                             finish_reason=result.finish_reason)
         return Outcome(result.text)

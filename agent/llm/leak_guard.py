@@ -93,7 +93,8 @@ class LeakGuard:
                 out.append(line)
                 continue
             what, source = found
-            withheld.append({"what": what, "source": source, "line_sha256": hashlib.sha256(line.strip().encode()).hexdigest()})
+            withheld.append({"what": what, "source": source,
+                             "line_sha256": hashlib.sha256(line.strip().encode()).hexdigest()})
             out.append(WITHHELD)
         return Screened("\n".join(out), withheld)
 
@@ -110,8 +111,8 @@ NEARBY = (1 / 1.05, 1.05)  # another anchor close by: a figure that does not mov
 def renderings(x: float) -> set[str]:
     """`x` as pesflow's code and the packages' sanitizers print a figure (%.4g, .3f, repr, round to
     4 places, ...), each with at least MIN_DIGITS significant digits and a fraction."""
-    forms = {f"{x:.3g}", f"{x:.4g}", f"{x:.5g}", f"{x:.6g}", f"{x:.2f}", f"{x:.3f}", f"{x:.4f}", repr(x), str(round(x, 4)),
-             str(round(x, 6))}
+    forms = {f"{x:.3g}", f"{x:.4g}", f"{x:.5g}", f"{x:.6g}", f"{x:.2f}", f"{x:.3f}", f"{x:.4f}", repr(x),
+             str(round(x, 4)), str(round(x, 6))}
     # a figure printed as a whole number (244) is also a count, a line number, a size: only forms
     # with a fraction are evidence
     return {r for r in forms if "." in r and len(r.split("e")[0].lstrip("-").replace(".", "").strip("0")) >= MIN_DIGITS}
@@ -119,7 +120,8 @@ def renderings(x: float) -> set[str]:
 
 def anchored(speedup: float, anchor: float) -> dict[str, float]:
     """The figures of a speedup that depend on the anchor, by what they are."""
-    return {"the benchmark reward": benchmark_reward(speedup, anchor, True, False), "the speedup over the anchor": speedup / anchor}
+    return {"the benchmark reward": benchmark_reward(speedup, anchor, True, False),
+            "the speedup over the anchor": speedup / anchor}
 
 
 @dataclass
@@ -164,5 +166,6 @@ class AnchorFigures:
         """Each anchored figure `text` holds: 'rendering (what it is)'."""
         if self._pattern is None:
             keys = sorted(set(self.flagged) - self.free, key=len, reverse=True)
-            self._pattern = re.compile(rf"(?<![\d.])(?:{'|'.join(map(re.escape, keys))})(?!\d)") if keys else re.compile(r"(?!x)x")
+            self._pattern = (re.compile(rf"(?<![\d.])(?:{'|'.join(map(re.escape, keys))})(?!\d)") if keys
+                             else re.compile(r"(?!x)x"))
         return [f"{m} ({self.flagged[m]})" for m in dict.fromkeys(self._pattern.findall(text))]

@@ -28,7 +28,8 @@ class OpenAIProvider(SDKProvider):
     ):
         if max_tokens_param not in ("max_tokens", "max_completion_tokens"):
             raise ValueError(
-                f"max_tokens_param must be 'max_tokens' or 'max_completion_tokens' (o-series, gpt-5), got {max_tokens_param!r}"
+                "max_tokens_param must be 'max_tokens' or 'max_completion_tokens' (o-series, "
+                f"gpt-5), got {max_tokens_param!r}"
             )
         super().__init__(model, base_url=base_url, api_key=api_key, retry=retry, budget=budget, prices=prices)
         self.max_tokens_param = max_tokens_param

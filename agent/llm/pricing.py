@@ -40,15 +40,16 @@ class PriceTable(BaseModel):
         except yaml.YAMLError as e:
             raise ValueError(f"price table {p}: not valid YAML ({type(e).__name__}); fix the file") from None
         if not isinstance(data, dict):
-            raise ValueError(f"price table {p}: expected a mapping of model name -> {{input_per_mtok, output_per_mtok}}")
+            raise ValueError(f"price table {p}: expected a mapping of model name -> "
+                             "{input_per_mtok, output_per_mtok}")
         entries: dict[str, Price] = {}
         for name, value in data.items():
             try:
                 entries[str(name).lower()] = Price.model_validate(value)
             except ValidationError:
                 raise ValueError(
-                    f"price table {p}: entry {name!r} must be {{input_per_mtok: USD, output_per_mtok: USD}} (numbers >= 0), "
-                    f"and may add cached_input_per_mtok and cache_write_per_mtok"
+                    f"price table {p}: entry {name!r} must be {{input_per_mtok: USD, "
+                    "output_per_mtok: USD} (numbers >= 0), and may add cached_input_per_mtok and cache_write_per_mtok"
                 ) from None
         return cls(entries=entries)
 

@@ -15,7 +15,8 @@ def one_line(text: str, limit: int = 400) -> str:
 
 
 
-ErrorKind = Literal["timeout", "rate_limit", "server", "connection", "auth", "not_found", "bad_request", "budget", "empty"]
+ErrorKind = Literal["timeout", "rate_limit", "server", "connection", "auth", "not_found", "bad_request", "budget",
+                    "empty"]
 # Errors that no retry and no later call can cure (no key, a key refused, no such model, a request
 # the server rejects): a search that meets one stops at once instead of failing every call.
 FATAL_KINDS = frozenset({"auth", "not_found", "bad_request"})
@@ -152,8 +153,8 @@ class Budget:
         if spent >= self.max_usd:
             raise LLMError(
                 "budget",
-                f"LLM budget exhausted: spent ${spent:.4f} of the ${self.max_usd:.4f} cap; raise the run's USD cap to continue "
-                "(pesflow resume RUN_DIR --max-usd USD)",
+                f"LLM budget exhausted: spent ${spent:.4f} of the ${self.max_usd:.4f} cap; raise "
+                "the run's USD cap to continue (pesflow resume RUN_DIR --max-usd USD)",
             )
 
 

@@ -6,7 +6,8 @@ Every graded candidate is a `Solution`, kept for the whole run (`all()`), failur
 (`failures()`: not correct, evaluator.verdict's one rule, or not a result, evaluator.trust's one
 rule: a suspect or one awaiting review, unless a person accepted it). Only correct results with a
 positive, finite speedup (`fitness`) become *members* of an island, and only members are parents or
-inspirations. `review` applies a person's decision afterwards (a resumed run's journal). A correct solution without a usable speedup is stored but never a member:
+inspirations. `review` applies a person's decision afterwards (a resumed run's journal). A correct
+solution without a usable speedup is stored but never a member:
 there is nothing to rank it by. A solution whose `duplicate_of` is set (same code as an
 earlier one, verdict reused) is stored but never a member, never in a cell, never in
 `best()`/`top()` and never returned by `by_hash()`: the code is already there once.
@@ -222,7 +223,8 @@ class Population:
         elif self._baseline_id is not None:
             parent_id = self._baseline_id
         else:
-            raise PopulationError(f"island {island} has no correct member and there is no baseline; add the baseline (round 0) first")
+            raise PopulationError(f"island {island} has no correct member and there is no baseline; "
+                                  "add the baseline (round 0) first")
         self._sample_counts[parent_id] = self._sample_counts.get(parent_id, 0) + 1
         return self._sols[parent_id], [self._sols[i] for i in self._inspirations(island, parent_id, rng)]
 
@@ -255,7 +257,8 @@ class Population:
             for key in [k for k, v in cells.items() if v == sid]:
                 rest = [i for i in self._ordered(self._members[island]) if self.cell_of(self._sols[i]) == key]
                 if rest:
-                    cells[key] = min(rest, key=lambda i: (-self._sols[i].fitness, self._index[i]))  # type: ignore[operator]
+                    cells[key] = min(rest,
+                                     key=lambda i: (-self._sols[i].fitness, self._index[i]))  # type: ignore[operator]
                 else:
                     del cells[key]
 
@@ -272,7 +275,8 @@ class Population:
         picks = []
         for src in range(cfg.islands):
             dst = (src + 1) % cfg.islands
-            ranked = sorted(self._members[src], key=lambda i: (-self._sols[i].fitness, self._index[i]))  # type: ignore[operator]
+            ranked = sorted(self._members[src],
+                            key=lambda i: (-self._sols[i].fitness, self._index[i]))  # type: ignore[operator]
             picks += [(sid, src, dst) for sid in ranked if sid not in self._members[dst]][: cfg.migration_count]
         for sid, _, dst in picks:
             self._join(sid, dst)
@@ -311,7 +315,8 @@ class Population:
                 pop._baseline_id = sol.id
         if len(d["members"]) != pop.config.islands or len(d["cells"]) != pop.config.islands:
             raise PopulationError("population dict: members/cells do not match config.islands; the file is damaged")
-        refs = [i for m in d["members"] for i in m] + [i for c in d["cells"] for i in c.values()] + list(d["sample_counts"])
+        refs = ([i for m in d["members"] for i in m] + [i for c in d["cells"] for i in c.values()]
+                + list(d["sample_counts"]))
         missing = sorted({i for i in refs if i not in pop._sols})
         if missing:
             raise PopulationError(f"population dict refers to unknown solutions {missing[:5]}; the file is damaged")
@@ -337,7 +342,8 @@ class Population:
         }
 
     def _island_top(self, island: int) -> list[Solution]:
-        ranked = sorted(self._members[island], key=lambda i: (-self._sols[i].fitness, self._index[i]))  # type: ignore[operator]
+        ranked = sorted(self._members[island],
+                        key=lambda i: (-self._sols[i].fitness, self._index[i]))  # type: ignore[operator]
         return [self._sols[i] for i in ranked]
 
     def _join(self, sid: str, island: int) -> None:
@@ -365,7 +371,8 @@ class Population:
         n = self.config.inspirations
         chosen: list[str] = []
         fit = lambda i: (-self._sols[i].fitness, self._index[i])  # type: ignore[operator]  # noqa: E731
-        waiting = {i for i, s in self._sols.items() if s.trust.deferred}  # not screened in full: its code is shown to no model
+        # not screened in full: its code is shown to no model
+        waiting = {i for i, s in self._sols.items() if s.trust.deferred}
         own = self._ordered({i for i in self._cells[island].values() if i != parent_id} - waiting)
         if own and n:
             first = min(own, key=fit)

@@ -34,7 +34,8 @@ metadata.json: iteration and last_iteration (the round), num_islands, islands (m
 ids per island), island_feature_map (cell -> id per island), island_best_solution,
 elites (every cell elite), best_solution_id ("" when none), total_generated_solutions,
 total_valid_solutions (solutions with a fitness), counts, feature_dimensions,
-feature_bins, last_migration_generation (the last round that migrated), then the caller's extra_metadata keys (which may not reuse those names).
+feature_bins, last_migration_generation (the last round that migrated), then the caller's
+extra_metadata keys (which may not reuse those names).
 best_solution.json is written only when there is a best, as LoongFlow does.
 """
 

@@ -50,8 +50,10 @@ class Solution(BaseModel):
     feedback: str = ""  # its dev grading's lines from the package's own loop (evaluator/feedback.py)
     diagnostics: list[str] = Field(default_factory=list)  # its own errors in the grader's output
     dev_details: list[str] = Field(default_factory=list)  # its dev grading's failed checks and per-workload figures
-    mismatch: list[str] = Field(default_factory=list)  # how its wrong answer differs from the baseline's (evaluator/mismatch.py)
-    profile: dict[str, Any] = Field(default_factory=dict)  # where its time goes (evaluator/profile.py summary), engineer
+    # how its wrong answer differs from the baseline's (evaluator/mismatch.py)
+    mismatch: list[str] = Field(default_factory=list)
+    # where its time goes (evaluator/profile.py summary), engineer
+    profile: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("id")
     @classmethod

@@ -232,7 +232,8 @@ def anchor_figures(task: Task, events: list[dict[str, Any]]) -> AnchorFigures:
     for d in verdicts:
         v = d["verdict"]
         dev = DevFigure.model_validate(v["dev"]) if isinstance(v.get("dev"), dict) else None
-        for own in (v.get("speedup"), *((dev.value, dev.baseline, dev.engine_reward, dev.engine_speedup) if dev else ())):
+        for own in (v.get("speedup"),
+                    *((dev.value, dev.baseline, dev.engine_reward, dev.engine_speedup) if dev else ())):
             figures.own(own)
     for d in verdicts:
         figures.add(d["verdict"].get("speedup"), d["verdict"].get("reward"))
@@ -253,4 +254,5 @@ def audit(path: Path) -> AuditReport:
         report = audit_loongflow(path)
         return AuditReport(kind="loongflow", path=str(path), findings=report.findings, violations=report.violations,
                            stats=report.stats)
-    raise FileNotFoundError(f"{path} is neither a pesflow run directory (run.json + journal.jsonl) nor a LoongFlow trace")
+    raise FileNotFoundError(f"{path} is neither a pesflow run directory (run.json + "
+                            "journal.jsonl) nor a LoongFlow trace")

@@ -163,8 +163,8 @@ def chart_svg(points: list[dict[str, Any]]) -> str:
     path = f"M{X(pts[0][0]):.1f},{Y(pts[0][1]):.1f}" + "".join(f" H{X(k):.1f} V{Y(s):.1f}" for k, s, _ in pts[1:])
     out.append(f'<path class="line" d="{path}"/>')
     for k, s, bid in pts:
-        out.append(f'<circle class="pt" cx="{X(k):.1f}" cy="{Y(s):.1f}" r="3.5"><title>round {k}: {html.escape(str(bid))} '
-                   f'{s:g}×</title></circle>')
+        out.append(f'<circle class="pt" cx="{X(k):.1f}" cy="{Y(s):.1f}" r="3.5">'
+                   f'<title>round {k}: {html.escape(str(bid))} {s:g}×</title></circle>')
     out.append("</svg>")
     return "".join(out)
 
@@ -177,8 +177,10 @@ def _package_line(src: dict) -> str:
     if not src:
         return ""
     if src.get("official"):
-        return f'<span class="official">official Φ-Bench package @ {html.escape(str(src.get("commit") or "")[:12])}</span> · '
-    return f'<span class="recreated">not the official package: {html.escape(src.get("note") or src.get("repo") or "")}</span> · '
+        return ('<span class="official">official Φ-Bench package @ '
+                f'{html.escape(str(src.get("commit") or "")[:12])}</span> · ')
+    return ('<span class="recreated">not the official package: '
+            f'{html.escape(src.get("note") or src.get("repo") or "")}</span> · ')
 
 
 def _fmt(v: Any, digits: int = 3) -> str:
@@ -197,14 +199,18 @@ def _cards(d: dict[str, Any]) -> str:
     sc = t.get("scorings") or {}
     cards = [("status", d["status"]), ("best", f'{best.get("id") or d["best_id"] or "-"}'),
              ("best speedup", speedup_text(as_number(best.get("speedup")))),
-             ("reward", _fmt(as_number(best.get("reward")))), ("scored by", best.get("grader") or d.get("grader") or "-"),
-             ("candidates", f"{n} ({failed} failed)"), ("flagged", str(len(d.get("suspects") or []))), ("rounds", str(max([c["round"] for c in d["candidates"]] + [0]))),
-             ("gradings", f'{sc.get("dev", "-")} dev · {sc.get("hidden", "-")} hidden / budget {sc.get("task_budget", "-")}'
+             ("reward", _fmt(as_number(best.get("reward")))),
+             ("scored by", best.get("grader") or d.get("grader") or "-"), ("candidates", f"{n} ({failed} failed)"),
+             ("flagged", str(len(d.get("suspects") or []))),
+             ("rounds", str(max([c["round"] for c in d["candidates"]] + [0]))),
+             ("gradings",
+              f'{sc.get("dev", "-")} dev · {sc.get("hidden", "-")} hidden / budget {sc.get("task_budget", "-")}'
                           + (f' · dev past the loop\'s cap of {sc.get("dev_cap")}' if sc.get("dev_over_cap") else "")),
              ("model shown", d.get("feedback") or "-"),
              ("LLM calls", str(t.get("llm_calls", d["costs"]["total"]["calls"]))), ("tokens", f"{tokens:,}"),
              ("USD", f'{float(t.get("usd") or 0):.4f}'), ("wall", f'{_fmt(as_number(t.get("elapsed_seconds")))} s')]
-    return "".join(f'<div class="card"><div class="k">{html.escape(k)}</div><div class="v">{html.escape(str(v))}</div></div>'
+    return "".join(f'<div class="card"><div class="k">{html.escape(k)}</div>'
+                   f'<div class="v">{html.escape(str(v))}</div></div>'
                    for k, v in cards)
 
 
@@ -222,15 +228,18 @@ def _legend(d: dict[str, Any]) -> str:
     for k in KINDS:
         if k in counts:
             why = ", ".join(f"{r} ×{n}" for r, n in sorted(reasons.get(k, {}).items()))
-            items.append(f'<span class="li"><svg width="14" height="14"><circle class="dot k-{k}" cx="7" cy="7" r="6"/></svg>'
-                         f'{html.escape(KIND_LABEL[k])} <b>{counts[k]}</b>{f" <small>({html.escape(why)})</small>" if why else ""}</span>')
+            items.append('<span class="li"><svg width="14" height="14"><circle class="dot k-'
+                         f'{k}" cx="7" cy="7" r="6"/></svg>{html.escape(KIND_LABEL[k])} <b>{counts[k]}</b>'
+                         f'{f" <small>({html.escape(why)})</small>" if why else ""}</span>')
     for i in islands:
         items.append(f'<span class="li"><svg width="14" height="14"><circle cx="7" cy="7" r="5.5" fill="#fff" '
                      f'stroke="{ISLAND_COLOURS[i % len(ISLAND_COLOURS)]}" stroke-width="3"/></svg>island {i}</span>')
-    items.append('<span class="li"><svg width="18" height="18"><circle cx="9" cy="9" r="8" class="best-ring"/></svg>final pick</span>')
+    items.append('<span class="li"><svg width="18" height="18"><circle cx="9" cy="9" r="8" '
+                 'class="best-ring"/></svg>final pick</span>')
     if any(c.get("duplicate_of") for c in d["candidates"]):
-        items.append('<span class="li"><svg width="14" height="14"><circle cx="7" cy="7" r="5.5" fill="#fff" stroke="#666" '
-                     'stroke-dasharray="2 2" stroke-width="2"/></svg>same code as an earlier candidate</span>')
+        items.append('<span class="li"><svg width="14" height="14"><circle cx="7" cy="7" '
+                     'r="5.5" fill="#fff" stroke="#666" stroke-dasharray="2 2" stroke-width="2"/>'
+                     '</svg>same code as an earlier candidate</span>')
     return "".join(items)
 
 
@@ -245,25 +254,31 @@ def _costs_table(costs: dict[str, Any]) -> str:
         return "-" if v is None else f"{float(v):.1f}"
 
     rows = "".join(f'<tr><td>{html.escape(r["role"])}</td><td>{html.escape(r["models"])}</td><td>{r["calls"]}</td>'
-                   f'<td>{r["failed"]}</td><td>{_fmt(r["input_tokens"])}</td><td>{_fmt(r.get("cache_read_tokens"))}</td>'
-                   f'<td>{_fmt(r["output_tokens"])}</td>'
+                   f'<td>{r["failed"]}</td><td>{_fmt(r["input_tokens"])}</td>'
+                   f'<td>{_fmt(r.get("cache_read_tokens"))}</td><td>{_fmt(r["output_tokens"])}</td>'
                    f'<td>{money(r["usd"])}</td><td>{secs(r["seconds"])}</td></tr>' for r in costs["roles"])
     t = costs["total"]
-    total = (f'<tr class="total"><td>total</td><td></td><td>{t["calls"]}</td><td></td><td>{_fmt(t["input_tokens"])}</td>'
-             f'<td>{_fmt(t.get("cache_read_tokens"))}</td>'
-             f'<td>{_fmt(t["output_tokens"])}</td><td>{money(t["usd"] or 0)}</td><td>{secs(t["seconds"] or 0)}</td></tr>')
-    return ('<table class="costs"><thead><tr><th>role</th><th>model</th><th>calls</th><th>failed</th><th>input tokens</th>'
-            f'<th>of them cached</th><th>output tokens</th><th>USD</th><th>LLM s</th></tr></thead><tbody>{rows}{total}</tbody></table>')
+    total = (f'<tr class="total"><td>total</td><td></td><td>{t["calls"]}</td><td></td>'
+             f'<td>{_fmt(t["input_tokens"])}</td><td>{_fmt(t.get("cache_read_tokens"))}</td>'
+             f'<td>{_fmt(t["output_tokens"])}</td><td>{money(t["usd"] or 0)}</td>'
+             f'<td>{secs(t["seconds"] or 0)}</td></tr>')
+    return ('<table class="costs"><thead><tr><th>role</th><th>model</th><th>calls</th>'
+            '<th>failed</th><th>input tokens</th><th>of them cached</th><th>output tokens</th><th>USD</th>'
+            f'<th>LLM s</th></tr></thead><tbody>{rows}{total}</tbody></table>')
 
 
 def _candidates_table(cands: list[dict[str, Any]]) -> str:
-    rows = "".join(f'<tr data-id="{html.escape(c["id"])}" class="k-{c["kind"]}"><td><span class="sw k-{c["kind"]}"></span>'
-                   f'{html.escape(c["id"])}</td><td>{c["round"]}</td><td>{c["island"]}</td><td>{html.escape(c["parent"] or "-")}</td>'
-                   f'<td>{html.escape(KIND_LABEL[c["kind"]])}</td><td>{speedup_text(c.get("speedup") if correct(c) and c.get("counts", True) else None)}</td>'
-                   f'<td>{_fmt(c.get("reward") if c.get("counts", True) else None)}</td>'
-                   f'<td>{html.escape(", ".join([*c["reasons"], *((c.get("trust") or {}).get("reasons") or [])]) or "-")}</td></tr>' for c in cands)
-    return ('<table id="cand-table" class="cands"><thead><tr><th>candidate</th><th>round</th><th>island</th><th>parent</th>'
-            f'<th>outcome</th><th>speedup</th><th>reward</th><th>hard fails</th></tr></thead><tbody>{rows}</tbody></table>')
+    rows = "".join(f'<tr data-id="{html.escape(c["id"])}" class="k-{c["kind"]}"><td>'
+                   f'<span class="sw k-{c["kind"]}"></span>{html.escape(c["id"])}</td><td>{c["round"]}</td>'
+                   f'<td>{c["island"]}</td><td>{html.escape(c["parent"] or "-")}</td>'
+                   f'<td>{html.escape(KIND_LABEL[c["kind"]])}</td><td>'
+                   f'{speedup_text(c.get("speedup") if correct(c) and c.get("counts", True) else None)}</td>'
+                   f'<td>{_fmt(c.get("reward") if c.get("counts", True) else None)}</td><td>'
+                   f'{html.escape(", ".join([*c["reasons"], *((c.get("trust") or {}).get("reasons") or [])]) or "-")}'
+                   '</td></tr>' for c in cands)
+    return ('<table id="cand-table" class="cands"><thead><tr><th>candidate</th><th>round</th>'
+            '<th>island</th><th>parent</th><th>outcome</th><th>speedup</th><th>reward</th><th>hard fails</th></tr>'
+            f'</thead><tbody>{rows}</tbody></table>')
 
 
 def _reason_html(reason: str) -> str:
@@ -285,15 +300,17 @@ def _suspects_table(d: dict[str, Any]) -> str:
         decision = f'{rv.get("decision")}ed: {html.escape(str(rv.get("why") or ""))}' if rv else "none yet"
         reasons = "<br>".join(_reason_html(r) for r in g.get("reasons") or []) or "-"
         cid = g.get("candidate_id") or "-"
-        body.append(f'<tr data-id="{html.escape(cid)}" class="{"counts" if g.get("counts") else "not-counted"}"><td>{html.escape(cid)}</td>'
-                    f'<td><code>{html.escape(str(g.get("content_hash") or "")[:12])}</code></td>'
+        body.append(f'<tr data-id="{html.escape(cid)}" class="{"counts" if g.get("counts") else "not-counted"}">'
+                    f'<td>{html.escape(cid)}</td><td><code>'
+                    f'{html.escape(str(g.get("content_hash") or "")[:12])}</code></td>'
                     f'<td>{html.escape(str(g.get("grader")))} · {html.escape(str(g.get("label")))}</td><td>{what}</td>'
                     f'<td>{reasons}</td><td>{speedup_text(as_number(g.get("claimed_speedup")))}</td><td>{decision}</td>'
                     f'<td>{"yes" if g.get("counts") else "no"}</td></tr>')
     how = html.escape(f'pesflow review {d["run_dir"]} ID --accept|--reject --why TEXT')
-    return ('<table id="suspects-table" class="cands"><thead><tr><th>candidate</th><th>code</th><th>grader · grading</th>'
-            '<th>flag</th><th>reasons</th><th>claimed speedup</th><th>review</th><th>counts</th></tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table><p class="hint">A person decides with <code>{how}</code>.</p>')
+    return ('<table id="suspects-table" class="cands"><thead><tr><th>candidate</th>'
+            '<th>code</th><th>grader · grading</th><th>flag</th><th>reasons</th><th>claimed speedup</th>'
+            f'<th>review</th><th>counts</th></tr></thead><tbody>{"".join(body)}</tbody></table>'
+            f'<p class="hint">A person decides with <code>{how}</code>.</p>')
 
 
 def _asset(name: str) -> str:
@@ -312,16 +329,20 @@ def render(d: dict[str, Any]) -> str:
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; \
+script-src 'unsafe-inline'; img-src data:">
 <title>{html.escape(title)}</title>
 <style>{_asset("report.css")}</style></head>
 <body>
 <header><h1>{html.escape(d["task"] or "run")} <span class="sub">{html.escape(d["run_id"])}</span></h1>
-<p class="meta">{_package_line(d.get("package") or {})}{html.escape(d.get("reward_class") or "")} task · seed {html.escape(_fmt(d["seed"]))} · search grader {html.escape(d.get("grader") or "-")}{method} · started {html.escape(d.get("started") or "-")} · finished {html.escape(d.get("finished") or "-")}</p>
+<p class="meta">{_package_line(d.get("package") or {})}{html.escape(d.get("reward_class") or "")} task · \
+seed {html.escape(_fmt(d["seed"]))} · search grader {html.escape(d.get("grader") or "-")}{method} · \
+started {html.escape(d.get("started") or "-")} · finished {html.escape(d.get("finished") or "-")}</p>
 <div class="cards">{_cards(d)}</div></header>
 <main>
 <section class="tree-and-detail">
-<div class="panel tree-panel"><h2>Evolution tree</h2><p class="hint">Click a candidate for its diff against its parent, verdict and lessons.</p>
+<div class="panel tree-panel"><h2>Evolution tree</h2><p class="hint">Click a candidate for its diff against \
+its parent, verdict and lessons.</p>
 <div class="legend">{_legend(d)}</div>
 <div id="tree" class="scroll">{tree_svg(d["candidates"])}</div></div>
 <aside class="panel" id="detail"><h2 id="detail-title">Candidate</h2>
@@ -337,11 +358,14 @@ def render(d: dict[str, Any]) -> str:
 <div class="panel"><h2>Best by round</h2>{chart_svg(d["best_by_round"])}</div>
 <div class="panel"><h2>Costs by role</h2>{_costs_table(d["costs"])}</div>
 </section>
-<section class="panel"><h2>The run's memory (lessons carried between rounds)</h2><ul class="memory">{memory}</ul></section>
-<section class="panel" id="suspects"><h2>Flagged gradings (suspects and those awaiting review: never fitness, parent, best or pick)</h2>{_suspects_table(d)}</section>
+<section class="panel"><h2>The run's memory (lessons carried between rounds)</h2>\
+<ul class="memory">{memory}</ul></section>
+<section class="panel" id="suspects"><h2>Flagged gradings (suspects and those awaiting review: never fitness, parent, \
+best or pick)</h2>{_suspects_table(d)}</section>
 <section class="panel"><h2>All candidates</h2>{_candidates_table(d["candidates"])}</section>
 </main>
-<footer>Written by pesflow on {datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")} from {html.escape(d["run_dir"])} (candidates from {html.escape(d["source"])}). {missing}</footer>
+<footer>Written by pesflow on {datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")} \
+from {html.escape(d["run_dir"])} (candidates from {html.escape(d["source"])}). {missing}</footer>
 <script type="application/json" id="pesflow-data">{blob}</script>
 <script>{_asset("report.js")}</script>
 </body></html>

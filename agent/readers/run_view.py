@@ -28,8 +28,8 @@ from evaluator.trust.findings import is_result
 from evaluator.verdict import is_correct
 
 MAX_DIFF_CHARS = 200_000  # a page people can still open; the rest stays in the run directory
-KINDS = ["improved", "slow", "suspect", "needs_review", "rejected", "hard_fail", "timeout", "scope_violation", "grader_error",
-         "infra_error", "no_code", "unknown"]
+KINDS = ["improved", "slow", "suspect", "needs_review", "rejected", "hard_fail", "timeout", "scope_violation",
+         "grader_error", "infra_error", "no_code", "unknown"]
 
 
 def _json(path: Path) -> Any:
@@ -65,9 +65,9 @@ def _from_pesflow(state: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str
                     "island": int(s.get("island") or 0), "status": s.get("status") or "unknown",
                     "reasons": list(s.get("hard_fail_reasons") or []), "speedup": as_number(s.get("speedup")),
                     "reward": as_number(s.get("reward")), "tests": [s.get("tests_passed", 0), s.get("tests_total", 0)],
-                    "plan": s.get("plan") or "", "lessons": s.get("lessons") or "", "duplicate_of": s.get("duplicate_of"),
-                    "files": s.get("files") or {}, "content_hash": s.get("content_hash") or "",
-                    "trust": dict(s.get("trust") or {})})
+                    "plan": s.get("plan") or "", "lessons": s.get("lessons") or "",
+                    "duplicate_of": s.get("duplicate_of"), "files": s.get("files") or {},
+                    "content_hash": s.get("content_hash") or "", "trust": dict(s.get("trust") or {})})
     return out, dict(pop.get("baseline_files") or {})
 
 
@@ -100,10 +100,11 @@ def _from_loongflow(cp: Path) -> list[dict[str, Any]]:
         out.append({"id": str(s.get("solution_id") or p.stem), "parent": s.get("parent_id") or None,
                     "round": int(as_number(s.get("iteration")) or 0), "island": int(as_number(s.get("island_id")) or 0),
                     "status": status, "reasons": list(ev.get("hard_fail_reasons") or []),
-                    "speedup": as_number(ev.get("speedup")) if "speedup" in ev else score, "reward": as_number(ev.get("reward")),
-                    "tests": [tests.get("passed", 0), tests.get("total", 0)], "plan": str(s.get("generate_plan") or ""),
-                    "lessons": str(s.get("summary") or ""), "duplicate_of": ev.get("duplicate_of") or meta.get("duplicate_of"),
-                    "files": files, "content_hash": str(meta.get("content_hash") or ""),
+                    "speedup": as_number(ev.get("speedup")) if "speedup" in ev else score,
+                    "reward": as_number(ev.get("reward")), "tests": [tests.get("passed", 0), tests.get("total", 0)],
+                    "plan": str(s.get("generate_plan") or ""), "lessons": str(s.get("summary") or ""),
+                    "duplicate_of": ev.get("duplicate_of") or meta.get("duplicate_of"), "files": files,
+                    "content_hash": str(meta.get("content_hash") or ""),
                     "message": ev.get("message") if isinstance(ev.get("message"), str) else "",
                     "trust": dict(ev.get("trust") or {}) if isinstance(ev.get("trust"), dict) else {}})
     return out
@@ -129,10 +130,11 @@ def _from_journal(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         v = verdicts.get(d.get("content_hash"), {})
         tests = v.get("tests") or {}
         out.append({"id": str(d["id"]), "parent": d.get("parent_id"), "round": int(d.get("round") or 0), "island": 0,
-                    "status": d.get("status") if d.get("status") not in (None, "ok") else (v.get("status") or d.get("status") or "unknown"),
+                    "status": d.get("status") if d.get("status") not in (None, "ok")
+                        else (v.get("status") or d.get("status") or "unknown"),
                     "reasons": list(v.get("hard_fail_reasons") or []), "speedup": as_number(v.get("speedup")),
-                    "reward": as_number(v.get("reward")), "tests": [tests.get("passed", 0), tests.get("total", 0)], "plan": "",
-                    "lessons": str(d.get("detail") or ""), "duplicate_of": None, "files": {},
+                    "reward": as_number(v.get("reward")), "tests": [tests.get("passed", 0), tests.get("total", 0)],
+                    "plan": "", "lessons": str(d.get("detail") or ""), "duplicate_of": None, "files": {},
                     "content_hash": d.get("content_hash") or "", "trust": dict(v.get("trust") or {})})
     return out
 
@@ -183,7 +185,8 @@ def _verdict_for(run_dir: Path, c: dict[str, Any]) -> dict[str, Any] | None:
     p = _recorded(run_dir, c["id"], "verdict.json")
     v = _json(p) if p else None
     if v is None and c.get("content_hash"):
-        for q in sorted((run_dir / "evaluations" / c["content_hash"][:16]).glob("**/verdict.json"), key=lambda q: len(q.parts)):
+        for q in sorted((run_dir / "evaluations" / c["content_hash"][:16]).glob("**/verdict.json"),
+                        key=lambda q: len(q.parts)):
             v = _json(q)
             if v is not None:
                 break
@@ -196,15 +199,17 @@ def _costs(events: list[dict[str, Any]], run: dict[str, Any]) -> dict[str, Any]:
         if e.get("kind") != "llm_call":
             continue
         d = e.get("data") or {}
-        r = roles.setdefault(d.get("role") or "?", {"role": d.get("role") or "?", "models": set(), "calls": 0, "failed": 0,
-                                                    "input_tokens": 0, "cache_read_tokens": 0, "output_tokens": 0, "usd": 0.0,
-                                                    "seconds": 0.0})
+        r = roles.setdefault(d.get("role") or "?",
+                             {"role": d.get("role") or "?", "models": set(), "calls": 0, "failed": 0,
+                              "input_tokens": 0, "cache_read_tokens": 0, "output_tokens": 0, "usd": 0.0,
+                              "seconds": 0.0})
         r["calls"] += 1
         r["failed"] += d.get("text") is None
         r["models"].add(str(d.get("model") or "?"))
         usage = d.get("usage") or {}
         r["input_tokens"] += int(usage.get("input_tokens") or 0)
-        r["cache_read_tokens"] += int(usage.get("cache_read_tokens") or 0)  # the part of input read from the provider's cache
+        # the part of input read from the provider's cache
+        r["cache_read_tokens"] += int(usage.get("cache_read_tokens") or 0)
         r["output_tokens"] += int(usage.get("output_tokens") or 0)
         r["usd"] += float(d.get("cost_usd") or 0.0)
         r["seconds"] += float(d.get("latency_s") or 0.0)
@@ -216,7 +221,8 @@ def _costs(events: list[dict[str, Any]], run: dict[str, Any]) -> dict[str, Any]:
                  "seconds": None} for k, v in totals["calls_by_role"].items()]
     order = {"planner": 0, "executor": 1, "repair": 2, "summarizer": 3}
     rows.sort(key=lambda r: (order.get(r["role"], 9), r["role"]))
-    total = {"calls": sum(r["calls"] for r in rows), "input_tokens": totals.get("input_tokens", sum(r["input_tokens"] or 0 for r in rows)),
+    total = {"calls": sum(r["calls"] for r in rows),
+             "input_tokens": totals.get("input_tokens", sum(r["input_tokens"] or 0 for r in rows)),
              "cache_read_tokens": totals.get("cache_read_tokens", sum(r["cache_read_tokens"] or 0 for r in rows)),
              "output_tokens": totals.get("output_tokens", sum(r["output_tokens"] or 0 for r in rows)),
              "usd": totals.get("usd", sum(r["usd"] or 0 for r in rows)),
@@ -224,18 +230,21 @@ def _costs(events: list[dict[str, Any]], run: dict[str, Any]) -> dict[str, Any]:
     return {"roles": rows, "total": total}
 
 
-def best_by_round(run: dict[str, Any], state: dict[str, Any] | None, cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def best_by_round(run: dict[str, Any], state: dict[str, Any] | None,
+                  cands: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """As recorded; recomputed from the candidates when a recorded best no longer counts (a review)."""
     dropped = {c["id"] for c in cands if not c.get("counts", True)}
     for src in (run.get("best_by_round"), (state or {}).get("best_by_round")):
         if isinstance(src, list) and src and not any(isinstance(b, dict) and b.get("best_id") in dropped for b in src):
-            return [{"round": int(b.get("round") or 0), "best_id": b.get("best_id"), "speedup": as_number(b.get("speedup"))}
+            return [{"round": int(b.get("round") or 0), "best_id": b.get("best_id"),
+                     "speedup": as_number(b.get("speedup"))}
                     for b in src if isinstance(b, dict)]
     out: list[dict[str, Any]] = []
     best: dict[str, Any] | None = None
     for k in sorted({c["round"] for c in cands}):
         for c in cands:
-            if c["round"] == k and correct(c) and counts(c) and c.get("speedup") and (best is None or c["speedup"] > best["speedup"]):
+            if (c["round"] == k and correct(c) and counts(c) and c.get("speedup")
+                and (best is None or c["speedup"] > best["speedup"])):
                 best = c
         out.append({"round": k, "best_id": best["id"] if best else None, "speedup": best["speedup"] if best else None})
     return out
@@ -289,9 +298,11 @@ def load_run(run_dir: Path) -> dict[str, Any]:
             c["diff"] = unified_diff(before, c["files"]) if (before or c["parent"]) and c["files"] else ""
             c["diff_source"] = "computed" if c["diff"] else "none"
         if len(c["diff"]) > MAX_DIFF_CHARS:
-            c["diff"] = c["diff"][:MAX_DIFF_CHARS] + f"\n... (cut at {MAX_DIFF_CHARS} characters; the whole diff is in the run directory)\n"
+            c["diff"] = (c["diff"][:MAX_DIFF_CHARS]
+                         + f"\n... (cut at {MAX_DIFF_CHARS} characters; the whole diff is in the run directory)\n")
         v = _verdict_for(run_dir, c) or {}
-        c["verdict"] = {k: v.get(k) for k in ("status", "grader", "message", "seconds", "hardware", "speedup", "reward")}
+        c["verdict"] = {k: v.get(k) for k in ("status", "grader", "message", "seconds", "hardware", "speedup",
+                                              "reward")}
         if not c["verdict"].get("message") and c.get("message"):
             c["verdict"]["message"] = c["message"]
         c["kind"] = kind_of(c)
@@ -309,12 +320,12 @@ def load_run(run_dir: Path) -> dict[str, Any]:
                 break
     return {
         "run_dir": str(run_dir.resolve()), "run_id": run.get("run_id") or run_dir.name,
-        "task": task.get("name") or "", "reward_class": task.get("reward_class"), "status": run.get("status") or "unknown",
-        "seed": run.get("seed"), "grader": run.get("grader"), "started": run.get("started"), "finished": run.get("finished"),
+        "task": task.get("name") or "", "reward_class": task.get("reward_class"),
+        "status": run.get("status") or "unknown", "seed": run.get("seed"), "grader": run.get("grader"),
+        "started": run.get("started"), "finished": run.get("finished"),
         "feedback": ((run.get("config") or {}).get("search") or {}).get("feedback"),
         "method": cell_of(run).get("method"), "best": run.get("best") or {}, "best_id": best_id,
         "totals": run.get("totals") or {}, "candidates": cands, "best_by_round": best_by_round(run, state, cands),
         "costs": _costs(events, run), "memory": [str(m) for m in lessons], "source": source, "missing": missing,
-        "package": task.get("source") or {},
-        "suspects": flagged(events) if events else list(run.get("suspects") or []),
+        "package": task.get("source") or {}, "suspects": flagged(events) if events else list(run.get("suspects") or []),
     }

@@ -63,7 +63,8 @@ def verify(path: Path) -> list[str]:
     prev = GENESIS
     for i, entry in enumerate(read(path)):
         if entry.get("seq") != i:
-            problems.append(f"line {i + 1}: seq {entry.get('seq')} where {i} was expected (a line removed or reordered)")
+            problems.append(f"line {i + 1}: seq {entry.get('seq')} where {i} was expected "
+                            "(a line removed or reordered)")
         if entry.get("prev") != prev:
             problems.append(f"line {i + 1}: prev does not match the hash of the line before (the chain is broken)")
         if line_hash(entry) != entry.get("hash"):
@@ -106,7 +107,8 @@ class Journal:
         if not self.path.is_file():
             return
         with writing(self.path, self.run_dir), open(self.path, "rb+") as f:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX)  # a live writer (a run beside `pesflow review`) finishes its line first
+            # a live writer (a run beside `pesflow review`) finishes its line first
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX)
             data = f.read()
             n = torn_tail(data)
             if n:
@@ -118,8 +120,8 @@ class Journal:
         if not self.dropped:
             return None
         shown = self.dropped[:60].decode(errors="replace").replace("\n", " ")
-        return (f"dropped the torn last line of {self.path} ({len(self.dropped)} bytes, a write cut short by a crash or a "
-                f"full disk: {shown!r}...); the run goes on from the last whole line")
+        return (f"dropped the torn last line of {self.path} ({len(self.dropped)} bytes, a "
+                f"write cut short by a crash or a full disk: {shown!r}...); the run goes on from the last whole line")
 
     def append(self, kind: Event | str, **data: Any) -> dict[str, Any]:
         kind = Event(kind).value  # a kind the schema does not name is a bug here, not a new event

@@ -38,7 +38,8 @@ def resolve(events: list[dict[str, Any]], ident: str) -> tuple[str, str]:
             h = hits.pop()
             return next(i for i, x in by_id.items() if x == h), h
         if len(hits) > 1:
-            raise RunDirError(f"hash prefix {ident} matches {len(hits)} candidates; give more digits or the candidate id")
+            raise RunDirError(f"hash prefix {ident} matches {len(hits)} candidates; give "
+                              "more digits or the candidate id")
     raise RunDirError(f"no graded candidate {ident!r} in this run; pass an id from run.json's suspects (e.g. r03-c0) "
                       f"or at least {MIN_PREFIX} digits of its content hash")
 
@@ -51,10 +52,12 @@ def review(run_dir: Path, ident: str, accept: bool, reject: bool, why: str | Non
         raise RunDirError("--why TEXT is required: say why, in words a later reader can check")
     run_dir = Path(run_dir)
     if not (run_dir / "run.json").is_file() or not (run_dir / "journal.jsonl").is_file():
-        raise RunDirError(f"{run_dir} is not a pesflow run directory (run.json and journal.jsonl); pass the folder `pesflow run` printed")
+        raise RunDirError(f"{run_dir} is not a pesflow run directory (run.json and journal.jsonl); pass "
+                          "the folder `pesflow run` printed")
     cid, h = resolve(journal.read(run_dir / "journal.jsonl"), ident)
     store = RunStore(run_dir)
-    data = {"candidate_id": cid, "content_hash": h, "decision": "accept" if accept else "reject", "why": " ".join(why.split())}
+    data = {"candidate_id": cid, "content_hash": h, "decision": "accept" if accept else "reject",
+            "why": " ".join(why.split())}
     store.journal.append(Event.review, **data)
     store.update_run(suspects=flagged(store.journal.events()))
     return data

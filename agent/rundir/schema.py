@@ -62,9 +62,9 @@ NEVER_SENT = ("leak", "not_recorded", "budget")  # llm_call error kinds of calls
 def journal_totals(events: list[dict[str, Any]]) -> dict[str, Any]:
     """LLM use and gradings of a run, each paid call and each grading counted once."""
     t: dict[str, Any] = {"llm_calls": 0, "failed_llm_calls": 0, "replayed_llm_calls": 0, "input_tokens": 0,
-                         "output_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0, "usd": 0.0, "llm_seconds": 0.0, "calls_by_role": {},
-                         "evaluations": 0, "reused_verdicts": 0, "duplicates_not_regraded": 0,
-                         "scorings": {"dev": 0, "hidden": 0}, "grading_seconds": 0.0}
+                         "output_tokens": 0, "cache_read_tokens": 0, "cache_write_tokens": 0, "usd": 0.0,
+                         "llm_seconds": 0.0, "calls_by_role": {}, "evaluations": 0, "reused_verdicts": 0,
+                         "duplicates_not_regraded": 0, "scorings": {"dev": 0, "hidden": 0}, "grading_seconds": 0.0}
     for e in events:
         d = e["data"]
         if e["kind"] == Event.llm_call:
@@ -128,9 +128,10 @@ def flagged(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         if h in reviews:
             t["review"] = reviews[h]
-        out.append({"candidate_id": d.get("candidate_id") or ids.get(h), "content_hash": h, "label": d.get("label") or "search",
-                    "grader": d["grader"], "suspect": bool(t.get("suspect")), "needs_review": bool(t.get("needs_review")),
-                    "reasons": list(t.get("reasons") or []), "review": t.get("review"), "counts": is_result(t),
+        out.append({"candidate_id": d.get("candidate_id") or ids.get(h), "content_hash": h,
+                    "label": d.get("label") or "search", "grader": d["grader"], "suspect": bool(t.get("suspect")),
+                    "needs_review": bool(t.get("needs_review")), "reasons": list(t.get("reasons") or []),
+                    "review": t.get("review"), "counts": is_result(t),
                     "claimed_speedup": (d.get("verdict") or {}).get("speedup")})  # the grader's, for a reviewer
     return out
 
@@ -142,7 +143,8 @@ def _version(dist: str) -> str:
         return "not installed"
 
 
-def run_metadata(config: dict[str, Any], task: Any, run_id: str, seed: int, grader: str, backend: str) -> dict[str, Any]:
+def run_metadata(config: dict[str, Any], task: Any, run_id: str, seed: int, grader: str,
+                 backend: str) -> dict[str, Any]:
     """run.json's opening fields; `task` an evaluator.task.Task, `config` the run's whole config."""
     return {
         "run_id": run_id, "pesflow": VERSION,

@@ -24,7 +24,8 @@ def secret_values(environ: dict[str, str] | None = None) -> dict[str, str]:
     return {name: v for name, v in env.items() if _SECRET_NAME.search(name) and len(v) >= 8 and not v.startswith("/")}
 
 
-def redact(text: str, extra: list[str | None] = (), environ: dict[str, str] | None = None) -> str:  # type: ignore[assignment]
+def redact(text: str, extra: list[str | None] = (),  # type: ignore[assignment]
+           environ: dict[str, str] | None = None) -> str:
     """`text` with every secret replaced by `***` and every key-shaped string masked."""
     values = [v for v in extra if v and len(v) >= 4] + list(secret_values(environ).values())
     for value in sorted(set(values), key=len, reverse=True):

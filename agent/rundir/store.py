@@ -55,7 +55,8 @@ class RunStore:
             with writing(root):  # nothing exists yet: the way on is to run the command again
                 root.parent.mkdir(parents=True, exist_ok=True)
                 tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", dir=root.parent))
-                atomic_write(tmp / "run.json", redact(json.dumps(_ordered(run), indent=1, ensure_ascii=False, default=str) + "\n"))
+                atomic_write(tmp / "run.json",
+                             redact(json.dumps(_ordered(run), indent=1, ensure_ascii=False, default=str) + "\n"))
                 os.rename(tmp, root)
         except BaseException:
             if tmp is not None and tmp.exists():
@@ -80,7 +81,8 @@ class RunStore:
         return f"rounds/{k:02d}"
 
     def evaluation_dir(self, content_hash: str, label: str = "") -> Path:
-        p = self.root / "evaluations" / content_hash[:16] / label if label else self.root / "evaluations" / content_hash[:16]
+        p = (self.root / "evaluations" / content_hash[:16] / label if label
+             else self.root / "evaluations" / content_hash[:16])
         with writing(p, self.root):
             p.mkdir(parents=True, exist_ok=True)
         return p
@@ -118,8 +120,9 @@ class RunStore:
             with writing(d, self.root):
                 shutil.rmtree(aside, ignore_errors=True)
                 os.replace(d, aside)
-            notes.append(f"checkpoint {d.relative_to(self.root)} is not in the journal (its event was lost with the torn "
-                         f"line): set aside, round {k} is taken again from the journal's record")
+            notes.append(f"checkpoint {d.relative_to(self.root)} is not in the journal "
+                         f"(its event was lost with the torn line): set aside, round {k} is taken "
+                         "again from the journal's record")
         return notes
 
     # -- run.json --------------------------------------------------------------

@@ -32,11 +32,12 @@ def solution_from(v: Verdict, **fields: Any) -> Solution:
     """A verdict as the population keeps it: its status and gates as the grader gave them (whether
     that is correct is evaluator.verdict's one rule, asked through Solution.correct)."""
     dev = v.dev if v.dev is not None and v.speedup is None else None
-    return Solution(status=v.status.value, speedup=v.speedup, reward=v.reward, hard_fail_reasons=list(v.hard_fail_reasons),
-                    dev_figure=dev.value if dev else None, dev_kind=dev.kind if dev else None,
-                    tests_passed=v.tests.passed, tests_total=v.tests.total, trust=v.trust.model_copy(deep=True),
-                    feedback=v.feedback or "", diagnostics=list(v.diagnostics), dev_details=list(v.dev_details),
-                    mismatch=list(v.mismatch.lines) if v.mismatch is not None else [], profile=dict(v.profile or {}), **fields)
+    return Solution(status=v.status.value, speedup=v.speedup, reward=v.reward,
+                    hard_fail_reasons=list(v.hard_fail_reasons), dev_figure=dev.value if dev else None,
+                    dev_kind=dev.kind if dev else None, tests_passed=v.tests.passed, tests_total=v.tests.total,
+                    trust=v.trust.model_copy(deep=True), feedback=v.feedback or "", diagnostics=list(v.diagnostics),
+                    dev_details=list(v.dev_details), mismatch=list(v.mismatch.lines) if v.mismatch is not None else [],
+                    profile=dict(v.profile or {}), **fields)
 
 
 def needs_fix(v: Verdict | None, parent: Solution, fix_on: tuple[str, ...] | list[str]) -> str | None:

@@ -49,7 +49,8 @@ class RecordedVerdicts:
 
 def compare_verdicts(h: str, label: str, grader: str, recorded: Verdict, new: Verdict) -> dict[str, Any]:
     """Correctness must agree exactly; speed within the grader's measured noise (its cv, at least 10%)."""
-    same_correctness = (recorded.status == new.status and sorted(recorded.hard_fail_reasons) == sorted(new.hard_fail_reasons)
+    same_correctness = (recorded.status == new.status
+                        and sorted(recorded.hard_fail_reasons) == sorted(new.hard_fail_reasons)
                         and recorded.tests == new.tests)
     noise = 0.10
     for cv in (recorded.cv, new.cv):
@@ -62,7 +63,8 @@ def compare_verdicts(h: str, label: str, grader: str, recorded: Verdict, new: Ve
             "new_status": new.status.value, "recorded_speedup": recorded.speedup, "new_speedup": new.speedup,
             "correctness_agrees": same_correctness, "speed_agrees": speed_agrees, "noise": round(noise, 4),
             # the screens must say the same of the same code: a suspect only now (or no longer) is news
-            "trust_agrees": (recorded.trust.suspect, recorded.trust.needs_review) == (new.trust.suspect, new.trust.needs_review)}
+            "trust_agrees": (recorded.trust.suspect, recorded.trust.needs_review)
+                == (new.trust.suspect, new.trust.needs_review)}
 
 
 class Grading:
@@ -87,7 +89,8 @@ class Grading:
         # the search's best figure so far, as the search last set it: a child's correct grading at
         # or under it could not become a result now, and its probes wait (trust.deferred)
         self.result_bar: float | None = None
-        self._deferred: dict[str, Verdict] = {}  # code hash -> a child's grading whose probes wait (its parent-check reuses it)
+        # code hash -> a child's grading whose probes wait (its parent-check reuses it)
+        self._deferred: dict[str, Verdict] = {}
 
     def count_recorded(self, events: list[dict[str, Any]]) -> None:
         """A resumed or replayed run's loop as its journal left it: every dev grading recorded is a
@@ -134,9 +137,9 @@ class Grading:
                   profiled: bool = False, bar: float | None = None, scored: Verdict | None = None) -> Verdict:
         changed = {p: t for p, t in files.items() if t != self.baseline_files.get(p)}
         with writing(out, self.store.root):  # the backend copies the grader's logs into the run directory
-            return self.ev.evaluate(self.task, candidate=CandidateSource(files=changed), grader=grader, out_dir=out, loop=loop,
-                                    profile=self.profile_facts if profiled and grader == "dev" else None, result_bar=bar,
-                                    scored=scored, explain=True)
+            return self.ev.evaluate(self.task, candidate=CandidateSource(files=changed), grader=grader, out_dir=out,
+                                    loop=loop, profile=self.profile_facts if profiled and grader == "dev" else None,
+                                    result_bar=bar, scored=scored, explain=True)
 
     def grade(self, files: dict[str, str], *, label: str = "", grader: str | None = None, round_: int = 0) -> Verdict:
         """`round_`: the round the candidate belongs to (for the crash tests' fault points). Safe to
@@ -146,7 +149,8 @@ class Grading:
         recorded = self.recorded.take(h, label, grader)
         if recorded is not None:  # graded before the crash (resume) or in the run replayed
             v = Verdict.model_validate(recorded)
-            self.store.journal.append(Event.verdict, content_hash=h, label=label, grader=grader, verdict=recorded, reused=True)
+            self.store.journal.append(Event.verdict, content_hash=h, label=label, grader=grader, verdict=recorded,
+                                      reused=True)
             if self.regrade is not None:
                 new = self._evaluate(files, grader, self.store.evaluation_dir(h, f"regrade-{label or 'search'}"))
                 self.regrade.append(compare_verdicts(h, label, grader, v, new))
@@ -156,7 +160,8 @@ class Grading:
         faults.pause("grading", round_, self.store.root)
         profiled = label in PROFILED  # once per code hash: the search's own grading, not the final pick's regrade
         # a child's grading only, where the screen defers (evaluator.trust.defer_below_best)
-        bar = self.result_bar if label == "" and grader == self.grader and self.ev.config.trust.defer_below_best != "never" else None
+        bar = (self.result_bar if label == "" and grader == self.grader
+               and self.ev.config.trust.defer_below_best != "never" else None)
         # a parent-check: the child's own grading, where only its watch waits (evaluator.trust.watch apart)
         scored = self._deferred.pop(h, None) if label == "parent-check" else None
         v = self._evaluate(files, grader, out, loop, profiled, bar, scored)

@@ -70,5 +70,6 @@ def in_flight(plans: list[tuple[int, str, str]]) -> str:
     out = []
     for k, parent_id, plan in plans:
         text = " ".join(plan.split())
-        out.append(f"- round {k} (from {parent_id}): {text[:IN_FLIGHT_CHARS]}{'...' if len(text) > IN_FLIGHT_CHARS else ''}")
+        out.append(f"- round {k} (from {parent_id}): {text[:IN_FLIGHT_CHARS]}"
+                   f"{'...' if len(text) > IN_FLIGHT_CHARS else ''}")
     return "\n".join(out)

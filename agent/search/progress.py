@@ -25,7 +25,8 @@ def best_shown(best: Any) -> str:
 
 def best_entry(k: int, best: Any) -> dict[str, Any]:
     """A round's line of best_by_round: its speedup, and the dev figure where there is no speedup."""
-    entry: dict[str, Any] = {"round": k, "best_id": best.id if best else None, "speedup": best.speedup if best else None}
+    entry: dict[str, Any] = {"round": k, "best_id": best.id if best else None,
+                             "speedup": best.speedup if best else None}
     if best is not None and (getattr(best, "profile", None) or {}).get("roofline") is not None:
         entry["roofline"] = best.profile["roofline"]  # its dominant kernel's share of a ceiling (loop.roofline_stop)
     if best is not None and not best.speedup and getattr(best, "dev_figure", None) is not None:

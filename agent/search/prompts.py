@@ -110,7 +110,8 @@ def verdict_text(sol: Solution, protocol: Protocol) -> str:
     if protocol.dev_details and sol.dev_details:
         parts.append("the dev engine's details:\n" + _indented("\n".join(sol.dev_details)))
     if protocol.mismatch and sol.mismatch:
-        parts.append("how its answer differs from the frozen baseline's (pesflow's own comparison):\n" + _indented("\n".join(sol.mismatch)))
+        parts.append("how its answer differs from the frozen baseline's (pesflow's own comparison):\n"
+                     + _indented("\n".join(sol.mismatch)))
     if protocol.diagnostics and sol.diagnostics:
         parts.append("its own errors, from the grader's output:\n" + _indented("\n".join(sol.diagnostics)))
     return "\n".join(parts)
@@ -120,7 +121,8 @@ def shown_reasons(reasons: list[str]) -> list[str]:
     """A grading's gate names as a model may read them: a gate that places the speedup against the
     anchor (speedup_not_above_anchor, ref_speedup_invalid ...) says where the anchor lies, so it is
     named only as the grader's score gate."""
-    return list(dict.fromkeys("a gate of the grader's score" if ("anchor" in r or "ref_speedup" in r) else r for r in reasons))
+    return list(dict.fromkeys("a gate of the grader's score" if ("anchor" in r or "ref_speedup" in r) else r
+                              for r in reasons))
 
 
 def _indented(text: str) -> str:
@@ -129,7 +131,8 @@ def _indented(text: str) -> str:
 
 def verdict_text_core(sol: Solution, tests: str) -> str:
     if not sol.is_result:
-        failed = f"FAILED ({sol.status}): {', '.join(shown_reasons(sol.hard_fail_reasons)[:6]) or sol.status}; " if not sol.correct else ""
+        failed = (f"FAILED ({sol.status}): {', '.join(shown_reasons(sol.hard_fail_reasons)[:6]) or sol.status}; "
+                  if not sol.correct else "")
         return "; ".join(x for x in (f"{failed}NOT COUNTED: {trust_words(sol.trust)}", tests) if x)
     if sol.correct:
         if sol.speedup is not None:

@@ -37,9 +37,11 @@ class Work:
     failures: list[Solution]
     best: Solution | None = None  # the population's best, where it is not the parent
     history: str = ""  # the planner's table of attempts (agent/search/history.py), as the selection saw them
-    plans_before: list[tuple[int, str, Future]] = field(default_factory=list)  # rounds in flight: (round, parent, its plan)
+    # rounds in flight: (round, parent, its plan)
+    plans_before: list[tuple[int, str, Future]] = field(default_factory=list)
     plan_out: Future | None = None  # this round's plan, once planned, for the rounds selected after it
-    known: dict[str, tuple[str, str]] = field(default_factory=dict)  # code key -> (id, outcome) of programs the search has
+    # code key -> (id, outcome) of programs the search has
+    known: dict[str, tuple[str, str]] = field(default_factory=dict)
     baseline: dict[str, str] = field(default_factory=dict)  # the baseline's scope files (a verdict's candidate hash)
 
 
@@ -73,9 +75,9 @@ def _plan(gw: Gateway, ctx: roles.Context, work: Work, p: Proposal) -> None:
     sel = work.selection
     try:
         flying = history.in_flight([(k, pid, f.result()) for k, pid, f in work.plans_before])
-        p.plan, p.plan_prompt, p.plan_ok = roles.plan(gw, ctx, work.parent, work.inspirations, work.failures, sel.memory,
-                                                      tag=f"r{sel.round}/plan", best=work.best, history=work.history,
-                                                      in_flight=flying)
+        p.plan, p.plan_prompt, p.plan_ok = roles.plan(gw, ctx, work.parent, work.inspirations, work.failures,
+                                                      sel.memory, tag=f"r{sel.round}/plan", best=work.best,
+                                                      history=work.history, in_flight=flying)
         p.planner_called = True
     finally:
         if work.plan_out is not None and not work.plan_out.done():
@@ -98,8 +100,8 @@ def propose(gw: Gateway, ctx: roles.Context, work: Work, submit: Submit, *, use_
 
     def one(i: int) -> list[tuple[roles.Child, Future | None]]:
         try:
-            child = roles.propose(gw, ctx, work.parent, p.plan, i, n, tag=f"r{k}/c{i}", repair_attempts=turns.repair_attempts,
-                                  inspirations=work.inspirations, best=work.best)
+            child = roles.propose(gw, ctx, work.parent, p.plan, i, n, tag=f"r{k}/c{i}",
+                                  repair_attempts=turns.repair_attempts, inspirations=work.inspirations, best=work.best)
             child = _fresh(child, i)
         except BudgetExhausted as e:  # the children written before the cap are still graded and kept
             p.stop = e.stop

@@ -22,11 +22,13 @@ WHOLE_FILE_HELP = (
     "Answer with the complete new text of every file you change, each in its own fenced code block "
     "whose info string names the file, e.g.\n```python path/to/file.py\n<the whole file>\n```"
 )
-MIN_FAILURES = 1800  # characters the planner's recent failures get however small the task's text: one failure's feedback fits
+# characters the planner's recent failures get however small the task's text: one failure's feedback fits
+MIN_FAILURES = 1800
 MIN_HISTORY = 900  # characters the table of attempts gets however small the task's text: a dozen rows
 MIN_INSPIRATIONS = 1200  # characters the executor's inspirations get however small the task's text
 EDIT_FORMAT_SHORT = "SEARCH/REPLACE blocks or whole files in fenced blocks"
-FALLBACK_PLAN = "Make the parent faster while keeping every result exact: remove the dominant cost you can see in its code."
+FALLBACK_PLAN = ("Make the parent faster while keeping every result exact: remove the "
+                 "dominant cost you can see in its code.")
 
 
 @dataclass
@@ -44,7 +46,8 @@ class Context:
     context_share: float = 0.25
     whole_files_only: bool = False
     protocol: Protocol = DEFAULT  # search.feedback: what verdicts and sections show (agent/search/protocol.py)
-    machine: str = ""  # the grading machine and its ceilings (evaluator/ceilings.py), as a prompt section, where the protocol shows it
+    # the grading machine and its ceilings (evaluator/ceilings.py), as a prompt section, where the protocol shows it
+    machine: str = ""
 
 
 def fit(items: list[str], budget: int, joiner: str = "\n") -> str:
@@ -70,9 +73,11 @@ def profile_section(ctx: Context, parent: Solution, best: Solution | None = None
     program, where the protocol shows profiles (evaluator/profile.py's lines, made when each was graded)."""
     if not ctx.protocol.profiles:
         return ""
-    parts = [f"{s.id}{' (the best so far)' if s is best else ''}:\n" + "\n".join("    " + ln for ln in s.profile["lines"])
+    parts = [f"{s.id}{' (the best so far)' if s is best else ''}:\n"
+             + "\n".join("    " + ln for ln in s.profile["lines"])
              for s in (parent, best) if s is not None and s.profile.get("lines")]
-    return "\n# Where the time goes (a profile of the program on a dev input)\n" + "\n".join(parts) + "\n" if parts else ""
+    return ("\n# Where the time goes (a profile of the program on a dev input)\n" + "\n".join(parts) + "\n" if parts
+            else "")
 
 
 def _inspiration(ctx: Context, s: Solution, parent: Solution) -> str:
@@ -102,8 +107,8 @@ def planner_prompt(ctx: Context, parent: Solution, inspirations: list[Solution],
     instead of growing with the population; the plans in flight are few and always shown."""
     shared = shared_parts(ctx, parent)
     fixed = dict(parent_id=parent.id, parent_verdict=verdict_text(parent, ctx.protocol),
-                 parent_lessons=(parent.lessons or "(none)")[: ctx.lesson_chars], profile=profile_section(ctx, parent, best),
-                 in_flight=in_flight or "(none)")
+                 parent_lessons=(parent.lessons or "(none)")[: ctx.lesson_chars],
+                 profile=profile_section(ctx, parent, best), in_flight=in_flight or "(none)")
     # the profile is paid for from the gathered context's budget, not added to it
     empty = render("planner", **{**fixed, "profile": ""}, inspirations="", memory="", failures="", history="")
     budget = int(ctx.context_share * (len(empty) + sum(map(len, shared)))) - len(fixed["profile"])
@@ -118,7 +123,8 @@ def planner_prompt(ctx: Context, parent: Solution, inspirations: list[Solution],
 
 
 def plan(gw: Gateway, ctx: Context, parent: Solution, inspirations: list[Solution], failures: list[Solution],
-         memory: list[str], tag: str, best: Solution | None = None, history: str = "", in_flight: str = "") -> tuple[str, str, bool]:
+         memory: list[str], tag: str, best: Solution | None = None, history: str = "",
+         in_flight: str = "") -> tuple[str, str, bool]:
     """(plan, prompt, ok)"""
     prompt = planner_prompt(ctx, parent, inspirations, failures, memory, best, history, in_flight)
     out = gw.call("planner", SYSTEM, prompt, tag)
@@ -145,21 +151,24 @@ def parent_grading(ctx: Context, parent: Solution, best: Solution | None = None)
     where the protocol shows the dev engine's details), and the best's per-workload figures where the
     best is another program."""
     said = verdict_text(parent, ctx.protocol)
-    loads = [ln for ln in (best.dev_details if best is not None and best is not parent else []) if ln.startswith("workload ")]
+    loads = [ln for ln in (best.dev_details if best is not None and best is not parent else [])
+             if ln.startswith("workload ")]
     if ctx.protocol.dev_details and loads:
         said += f"\nthe best so far ({best.id}), per workload:\n" + "\n".join("    " + ln for ln in loads)
     return said
 
 
 def executor_prompt(ctx: Context, parent: Solution, plan_text: str, child_index: int, children: int,
-                    inspirations: list[Solution] = (), best: Solution | None = None) -> Prompt:  # type: ignore[assignment]
+                    inspirations: list[Solution] = (),  # type: ignore[assignment]
+                    best: Solution | None = None) -> Prompt:
     """The executor's prompt, in parts: shared_parts, then the round's plan (the same for every
     executor of the round), then this executor's variant, the parent's grading (and the best's
     figures per workload), and the inspirations as diffs against the parent within
     `context_share` of the rest (at least MIN_INSPIRATIONS characters)."""
     shared = shared_parts(ctx, parent) + [render("executor_plan", plan=plan_text.rstrip("\n"))]
-    fixed = dict(child_index=child_index + 1, children=children, variant=variant(child_index), profile=profile_section(ctx, parent),
-                 parent_id=parent.id, parent_verdict=parent_grading(ctx, parent, best))
+    fixed = dict(child_index=child_index + 1, children=children, variant=variant(child_index),
+                 profile=profile_section(ctx, parent), parent_id=parent.id,
+                 parent_verdict=parent_grading(ctx, parent, best))
     budget = max(int(ctx.context_share * (len(render("executor", **fixed, inspirations="")) + sum(map(len, shared)))),
                  MIN_INSPIRATIONS)
     insp = fit([_inspiration(ctx, s, parent) for s in inspirations], budget, "\n\n")
@@ -184,19 +193,22 @@ def fix(gw: Gateway, ctx: Context, first_prompt: Prompt, child: Child, said: str
     grading said of it (`said`, under the run's protocol); edits apply to that code."""
     assert child.files is not None
     diff = Candidate(files=child.files).diff(parent_files)
-    turn = render("fix", graded=graded, why=why, verdict=said, child_diff=f"```diff\n{diff.rstrip()}\n```" if diff.strip()
-                  else "(no change: the same code as the parent)", edit_format_short=EDIT_FORMAT_SHORT)
+    turn = render("fix", graded=graded, why=why, verdict=said,
+                  child_diff=f"```diff\n{diff.rstrip()}\n```" if diff.strip()
+                      else "(no change: the same code as the parent)", edit_format_short=EDIT_FORMAT_SHORT)
     prompt = first_prompt.then("\n\n# Your previous answer\n" + child.transcript[-1][1] + "\n\n" + turn)
     return _answered(gw, "executor", prompt, child.files, tag, repair_attempts=0)
 
 
-def resample(gw: Gateway, child: Child, parent_files: dict[str, str], duplicate_of: str, outcome: str, tag: str) -> Child:
+def resample(gw: Gateway, child: Child, parent_files: dict[str, str], duplicate_of: str, outcome: str,
+             tag: str) -> Child:
     """A child that is a program the search already has goes back once more instead of taking its
     slot: the same first prompt, its answer, and which program it repeats; the new answer's edits
     apply to the parent. Its transcript continues the first one's."""
     assert child.prompt is not None
     turn = render("duplicate", duplicate_of=duplicate_of, outcome=outcome, edit_format_short=EDIT_FORMAT_SHORT)
-    again = _answered(gw, "executor", child.prompt.then("\n\n# Your previous answer\n" + child.transcript[-1][1] + "\n\n" + turn),
+    again = _answered(gw, "executor",
+                      child.prompt.then("\n\n# Your previous answer\n" + child.transcript[-1][1] + "\n\n" + turn),
                       parent_files, tag, repair_attempts=0)
     again.transcript = child.transcript + again.transcript
     again.prompt = child.prompt
@@ -218,7 +230,8 @@ def _answered(gw: Gateway, role: str, prompt: Prompt, base: dict[str, str], tag:
         if attempt == repair_attempts:
             return Child(None, "no_code", problem[:600], transcript, repaired=attempt > 0, prompt=prompt)
         repair = render("repair", failures=problem, parent_code=code_block(base), edit_format_short=EDIT_FORMAT_SHORT)
-        out = gw.call("repair", SYSTEM, prompt.then("\n\n# Your previous answer\n" + out.text + "\n\n" + repair), f"{tag}/repair{attempt + 1}")
+        out = gw.call("repair", SYSTEM, prompt.then("\n\n# Your previous answer\n" + out.text + "\n\n" + repair),
+                      f"{tag}/repair{attempt + 1}")
         transcript.append((out.sent, out.text or f"(no answer: {out.error})"))
         if out.text is None:
             return Child(None, "llm_error", out.error or "", transcript, repaired=True, prompt=prompt)
@@ -235,14 +248,17 @@ def summarizer_prompt(ctx: Context, round_: int, parent: Solution, plan_text: st
         if len(diff) > 3000:
             diff = diff[:3000] + "\n... (cut)"
         parts.append(f"## {c.id}: {verdict_text(c, ctx.protocol)}\n```diff\n{diff or '(no change)'}\n```")
-    return Prompt(shared_parts(ctx, parent) + [render("summarizer", round=round_, parent_id=parent.id, parent_verdict=verdict_text(parent, ctx.protocol),
+    return Prompt(shared_parts(ctx, parent)
+                  + [render("summarizer", round=round_, parent_id=parent.id,
+                            parent_verdict=verdict_text(parent, ctx.protocol),
                   plan=plan_text[:1500], children="\n\n".join(parts) or "(no children)",
                   memory="\n".join(f"- {m}" for m in ctx.memory) or "(nothing yet)",
                   memory_items=ctx.memory_items, lesson_chars=ctx.lesson_chars)])
 
 
 def _json_object(text: str) -> dict | None:
-    for candidate in [text, *re.findall(r"```(?:json)?\s*(\{.*?\})\s*```", text, re.S), *re.findall(r"(\{.*\})", text, re.S)]:
+    for candidate in [text, *re.findall(r"```(?:json)?\s*(\{.*?\})\s*```", text, re.S),
+                      *re.findall(r"(\{.*\})", text, re.S)]:
         try:
             v = json.loads(candidate)
         except json.JSONDecodeError:

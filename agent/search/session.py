@@ -55,9 +55,10 @@ class NoLLMConfigured(Exception):
 def check_grader(task: Task, grader: str) -> None:
     """A search driven by the dev engine needs one: refused at start, in one line, otherwise."""
     if grader == "dev" and not task.has_dev_engine():
-        raise ValueError(f"{task.name} has no dev engine (environment/loop/score_engine.sh or private/*/test.sh) to drive a "
-                         f"search; pass --grader hidden (each grading then spends one of the task's "
-                         f"{task.max_submissions} submission(s), and run.json records how far over budget the run went)")
+        raise ValueError(f"{task.name} has no dev engine (environment/loop/score_engine.sh or "
+                         "private/*/test.sh) to drive a search; pass --grader hidden (each grading "
+                         f"then spends one of the task's {task.max_submissions} submission(s), and run.json records "
+                         "how far over budget the run went)")
 
 
 def apply_run_flags(cfg: Config, args: argparse.Namespace) -> Config:
@@ -66,9 +67,9 @@ def apply_run_flags(cfg: Config, args: argparse.Namespace) -> Config:
     if args.llm:
         parse_spec(args.llm)  # a bad spec is a one-line error now, not after the baseline
         data["llm"]["default"] = args.llm
-    for flag, (section, key) in {"rounds": ("loop", "rounds"), "children": ("loop", "children"), "seed": ("loop", "seed"),
-                                 "backend": ("evaluator", "backend"), "grader": ("evaluator", "grader"),
-                                 "out": ("run", "out")}.items():
+    for flag, (section, key) in {"rounds": ("loop", "rounds"), "children": ("loop", "children"),
+                                 "seed": ("loop", "seed"), "backend": ("evaluator", "backend"),
+                                 "grader": ("evaluator", "grader"), "out": ("run", "out")}.items():
         if getattr(args, flag, None) is not None:
             data[section][key] = getattr(args, flag)
     if args.quiet:
@@ -92,14 +93,17 @@ def make_clients(cfg: Config, spent_usd: float = 0.0) -> dict[str, object] | Non
     clients: dict[str, object] = {}
     for role, spec in specs.items():
         provider, _ = parse_spec(spec)
-        base_url = getattr(cfg.llm, f"{provider}_base_url") or (cfg.llm.base_url if provider == default_provider else None)
+        base_url = (getattr(cfg.llm, f"{provider}_base_url")
+                    or (cfg.llm.base_url if provider == default_provider else None))
         clients[role] = make_client(spec, base_url=base_url, retry=retry, budget=budget, prices=prices,
                                     **({"max_tokens_param": cfg.llm.max_tokens_param} if provider == "openai" else {}))
     clients["default"] = clients["executor"]
     by_spec = {getattr(c, "provider", "") + ":" + getattr(c, "model", ""): c for c in list(clients.values())}
-    for spec in dict.fromkeys(s for specs in cfg.llm.models.values() for s in specs):  # a role's bandit: one client a model
+    # a role's bandit: one client a model
+    for spec in dict.fromkeys(s for specs in cfg.llm.models.values() for s in specs):
         provider, _ = parse_spec(spec)
-        base_url = getattr(cfg.llm, f"{provider}_base_url") or (cfg.llm.base_url if provider == default_provider else None)
+        base_url = (getattr(cfg.llm, f"{provider}_base_url")
+                    or (cfg.llm.base_url if provider == default_provider else None))
         clients[f"model:{spec}"] = by_spec.get(spec) or make_client(
             spec, base_url=base_url, retry=retry, budget=budget, prices=prices,
             **({"max_tokens_param": cfg.llm.max_tokens_param} if provider == "openai" else {}))
@@ -110,7 +114,8 @@ def check_keys(clients: dict[str, object]) -> None:
     """A model without its key is refused before a run directory exists (one line naming the fix)."""
     for c in dict.fromkeys(clients.values()):
         if hasattr(c, "_api_key") and not getattr(c, "_api_key"):
-            raise ValueError(f"{c.provider}:{c.model}: no API key; set {c.key_env} (any non-empty value for a local "  # type: ignore[attr-defined]
+            raise ValueError(f"{c.provider}:{c.model}: no API key; set {c.key_env} "  # type: ignore[attr-defined]
+                             "(any non-empty value for a local "
                              "server that ignores keys), or pick another model with --llm")
 
 
@@ -164,7 +169,8 @@ class Session:
             self._stop()
             if isinstance(e, MachineFault):
                 raise
-            raise MachineFault(e.filename or Path(self.search.ev.config.local.cache_dir).expanduser(), e, self.store.root) from None
+            raise MachineFault(e.filename or Path(self.search.ev.config.local.cache_dir).expanduser(), e,
+                               self.store.root) from None
         finally:
             self.progress.close()
             self.evaluator.close()
@@ -180,23 +186,27 @@ class Session:
 
 
 def assemble(cfg: Config, task: Task, store: RunStore, roots: list[str], clients: dict[str, object] | None,
-             console: Console | None = None, quiet: bool | None = None, events: list[dict[str, Any]] = (),  # type: ignore[assignment]
+             console: Console | None = None, quiet: bool | None = None,
+             events: list[dict[str, Any]] = (),  # type: ignore[assignment]
              offline: bool = False, learned: list[str] = (), warn_unpriced: bool = False,  # type: ignore[assignment]
              machine: str | None = None) -> Session:
     """The one construction: evaluator, gateway (leak guard, record, budget), progress, search.
     `machine`: the prompts' machine section as the run recorded it (a resume, a replay: the same
     prompts on any machine); None: made now (a new run)."""
-    ev = Evaluator(cfg.evaluator, tasks_roots=roots, log_root=Path(cfg.run.out).resolve(), official_url=cfg.benchmark.url)
-    progress = Progress(quiet=cfg.run.quiet if quiet is None else quiet, console=console, task=task.name, rounds=cfg.loop.rounds)
+    ev = Evaluator(cfg.evaluator, tasks_roots=roots, log_root=Path(cfg.run.out).resolve(),
+                   official_url=cfg.benchmark.url)
+    progress = Progress(quiet=cfg.run.quiet if quiet is None else quiet, console=console, task=task.name,
+                        rounds=cfg.loop.rounds)
     gateway = None
     if clients:
         if warn_unpriced and cfg.llm.max_usd is not None:
             for model in unpriced_models(cfg, clients):
-                msg = f"model {model} has no price in the table: the USD cap cannot limit it (add it to configs/prices.yaml)"
+                msg = (f"model {model} has no price in the table: the USD cap cannot limit it "
+                       "(add it to configs/prices.yaml)")
                 store.journal.append(Event.warning, message=msg)
                 progress.console.print(f"warning: {msg}", highlight=False, soft_wrap=True)
-        gateway = Gateway(clients, store.journal, LeakGuard(task), max_tokens=cfg.llm.max_tokens,  # type: ignore[arg-type]
-                          temperature=cfg.llm.temperature, top_p=cfg.llm.top_p,
+        gateway = Gateway(clients, store.journal, LeakGuard(task),  # type: ignore[arg-type]
+                          max_tokens=cfg.llm.max_tokens, temperature=cfg.llm.temperature, top_p=cfg.llm.top_p,
                           recorded=Recorded(list(events)) if events else None, offline=offline, learned=list(learned),
                           models=cfg.llm.models, explore=cfg.llm.bandit_explore, history=list(events))
     shown = named(cfg.search.feedback)  # the run's protocol, chosen here once
@@ -243,7 +253,8 @@ def start_run(cfg: Config, task_name: str, roots: list[str], console: Console | 
     meta = run_metadata(json.loads(cfg.model_dump_json()), task, run_dir.name, cfg.loop.seed, cfg.evaluator.grader,
                         cfg.evaluator.backend)
     store = RunStore.create(run_dir, meta)
-    store.journal.append(Event.run_start, run_id=run_dir.name, task=task.name, seed=cfg.loop.seed, grader=cfg.evaluator.grader,
+    store.journal.append(Event.run_start, run_id=run_dir.name, task=task.name, seed=cfg.loop.seed,
+                         grader=cfg.evaluator.grader,
                          models={r: getattr(c, "model", None) for r, c in (clients or {}).items()})
     status = assemble(cfg, task, store, roots, clients, console, warn_unpriced=True).run()
     if status == "no_llm":
@@ -254,7 +265,8 @@ def start_run(cfg: Config, task_name: str, roots: list[str], console: Console | 
 def load_run(run_dir: Path) -> tuple[dict[str, Any], Config, Task]:
     run_json = run_dir / "run.json"
     if not run_json.is_file():
-        raise RunDirError(f"{run_dir} is not a pesflow run directory (no run.json); pass the folder `pesflow run` printed")
+        raise RunDirError(f"{run_dir} is not a pesflow run directory (no run.json); pass "
+                          "the folder `pesflow run` printed")
     run = json.loads(run_json.read_text())
     if "config" not in run or "task" not in run:
         raise RunDirError(f"{run_json} lacks its config or task (an imported trace?); it cannot be resumed or replayed")
@@ -329,9 +341,11 @@ def replay_run(run_dir: Path, out: Path | None = None, regrade: bool = False, co
     dest = (out or run_dir.parent / f"{run_dir.name}-replay-{stamp}").resolve()
     if dest.exists() and any(dest.iterdir()):
         raise RunDirError(f"{dest} already exists and is not empty; pass another --out")
-    kept = {k: v for k, v in run.items() if k in ("run_id", "pesflow", "task", "config", "seed", "grader", "backend", "versions")}
+    kept = {k: v for k, v in run.items() if k in ("run_id", "pesflow", "task", "config", "seed", "grader", "backend",
+                                                  "versions")}
     store = RunStore.create(dest, {**kept, "replay_of": str(run_dir), "status": "running"})
-    models = {e["data"]["role"]: (e["data"]["provider"], e["data"]["model"]) for e in events if e["kind"] == Event.llm_call}
+    models = {e["data"]["role"]: (e["data"]["provider"], e["data"]["model"])
+              for e in events if e["kind"] == Event.llm_call}
     clients: dict[str, object] | None = None
     if models:
         clients = {role: RecordedOnly(*pm) for role, pm in models.items()}
@@ -341,7 +355,8 @@ def replay_run(run_dir: Path, out: Path | None = None, regrade: bool = False, co
         if "repair" in clients and "executor" not in clients:
             clients["executor"] = clients["repair"]
     store.journal.append(Event.run_start, run_id=dest.name, task=task.name, seed=cfg.loop.seed, replay_of=str(run_dir))
-    session = assemble(cfg, task, store, [], clients, console, quiet, events, offline=True, machine=run.get("machine", ""))
+    session = assemble(cfg, task, store, [], clients, console, quiet, events, offline=True,
+                       machine=run.get("machine", ""))
     if regrade:
         session.search.grading.regrade = []
     status = session.run()

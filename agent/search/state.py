@@ -67,9 +67,9 @@ class SearchState:
 
     def to_checkpoint(self, k: int, totals: dict[str, Any]) -> dict[str, Any]:
         assert self.population is not None
-        return {"round": k, "next_round": k + 1, "population": self.population.to_dict(), "rng_state": rng_state(self.rng),
-                "memory": self.memory, "best_by_round": self.best_by_round, "totals": totals,
-                "pending": [self.pending[m].to_dict() for m in sorted(self.pending)]}
+        return {"round": k, "next_round": k + 1, "population": self.population.to_dict(),
+                "rng_state": rng_state(self.rng), "memory": self.memory, "best_by_round": self.best_by_round,
+                "totals": totals, "pending": [self.pending[m].to_dict() for m in sorted(self.pending)]}
 
     def restore(self, state: dict[str, Any]) -> None:
         """The search as checkpointed at the end of a round."""

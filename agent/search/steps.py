@@ -46,14 +46,16 @@ SETTLE_TRIES = 3  # a picked parent whose full screen says it does not count: dr
 
 class Search:
     def __init__(self, loop: LoopConfig, population: PopulationConfig, grader: str, task: Task, evaluator: Evaluator,
-                 store: RunStore, gateway: Gateway | None, progress: Progress | None = None, protocol: Protocol = DEFAULT):
-        self.loop, self.population_config, self.task, self.ev, self.store, self.gw = loop, population, task, evaluator, store, gateway
+                 store: RunStore, gateway: Gateway | None, progress: Progress | None = None,
+                 protocol: Protocol = DEFAULT):
+        self.loop, self.population_config, self.task, self.ev, self.store, self.gw = (loop, population, task, evaluator,
+                                                                                      store, gateway)
         self.ev.dev_reference_dir = store.root / "evaluations" / "dev-reference"  # the run keeps its own
         self.grader = grader
         self.state = SearchState(rng=random.Random(loop.seed))
         self.progress = progress or Progress(quiet=True)
-        self.ctx = roles.Context(instruction=task.instruction(), title=task.toml.task.title or task.name, scope=task.scope,
-                                 memory_items=loop.memory_items, lesson_chars=loop.lesson_chars,
+        self.ctx = roles.Context(instruction=task.instruction(), title=task.toml.task.title or task.name,
+                                 scope=task.scope, memory_items=loop.memory_items, lesson_chars=loop.lesson_chars,
                                  plan_chars=loop.plan_chars, inspiration_chars=loop.inspiration_chars,
                                  context_share=loop.context_share, whole_files_only=loop.edit_format == "whole_file",
                                  protocol=protocol)
@@ -106,7 +108,8 @@ class Search:
 
     def checkpoint(self, k: int) -> None:
         assert self.population is not None
-        files = loongflow_files(self.population, iteration=k, extra_metadata={"task": self.task.name, "pesflow_round": k})
+        files = loongflow_files(self.population, iteration=k,
+                                extra_metadata={"task": self.task.name, "pesflow_round": k})
         self.state.memory = self.ctx.memory
         files["pesflow_state.json"] = self.state.to_checkpoint(k, self.totals())
         d = self.store.write_checkpoint(k, files, before_rename=lambda: faults.pause("checkpoint", k, self.store.root))
@@ -144,8 +147,9 @@ class Search:
         n = self.loop.recent_failures
         failures = [s for s in self.population.failures() if s.round > 0][-n:] if n else []
         best = self.population.best()
-        sel = Selection(k, island, parent.id, [s.id for s in inspirations], [s.id for s in failures], list(self.ctx.memory),
-                        self.loop.children_in(k), best.id if best is not None and best.id != parent.id else None)
+        sel = Selection(k, island, parent.id, [s.id for s in inspirations], [s.id for s in failures],
+                        list(self.ctx.memory), self.loop.children_in(k),
+                        best.id if best is not None and best.id != parent.id else None)
         self.journal(Event.selection, round=k, island=island, parent_id=parent.id, inspiration_ids=sel.inspiration_ids,
                      rng_state_before=before)
         return sel
@@ -168,7 +172,8 @@ class Search:
                 out.append((r, self.state.pending[r].parent_id, self.plans[r]))
                 continue
             if recorded is None:
-                recorded = {e["data"]["round"]: e["data"] for e in self.store.journal.events() if e["kind"] == Event.plan}
+                recorded = {e["data"]["round"]: e["data"] for e in self.store.journal.events()
+                            if e["kind"] == Event.plan}
             if r in recorded:
                 done: Future = Future()
                 done.set_result(recorded[r]["plan"])
@@ -183,7 +188,8 @@ class Search:
 
     def _propose(self, work: Work) -> Proposal:
         assert self.gw is not None and self.pool is not None
-        turns = Turns(self.loop.repair_attempts, self.loop.fix_turns, tuple(self.loop.fix_on), self.loop.resample_duplicates)
+        turns = Turns(self.loop.repair_attempts, self.loop.fix_turns, tuple(self.loop.fix_on),
+                      self.loop.resample_duplicates)
         return propose(self.gw, self.ctx, work, self.pool.submit, use_planner=self.loop.use_planner, turns=turns)
 
     def work_for(self, sel: Selection) -> Work:
@@ -195,7 +201,8 @@ class Search:
         seen = history.applied_before(pop.all(), m, depth)
         known = {code_key(s.files): (s.id, history.outcome(s)) for s in [pop.get("baseline"), *seen]
                  if s.status != "no_code" and not s.duplicate_of}
-        known[code_key(parent.files)] = (parent.id, history.outcome(parent) if parent.round else "the unchanged baseline")
+        known[code_key(parent.files)] = (parent.id,
+                                         history.outcome(parent) if parent.round else "the unchanged baseline")
         plan_out = self.plans.setdefault(m, Future())
         before = self.plans_before(m) if self.loop.use_planner else []
         return Work(sel, parent, inspirations_for(pop, parent, [pop.get(i) for i in sel.inspiration_ids]),
@@ -207,14 +214,17 @@ class Search:
     def baseline(self, state: RoundState) -> RoundState:
         """Round 0: grade the unchanged scope files; they seed every island."""
         prepared = self.ev.prepare(self.task)
-        self.grading.baseline_files = {rel: self.ev.backend.baseline_text(prepared, rel) or "" for rel in self.task.scope}
+        self.grading.baseline_files = {rel: self.ev.backend.baseline_text(prepared, rel) or ""
+                                       for rel in self.task.scope}
         self.store.update_run(started=datetime.now(timezone.utc).isoformat(timespec="seconds"), status="running")
         self.progress.phase(0, "grading the baseline")
         v = self.grade(self.baseline_files, label="baseline")
         base = solution_from(v, id="baseline", parent_id=None, island=0, round=0, files=self.baseline_files,
-                                  content_hash=candidate_hash(self.baseline_files, self.baseline_files), lessons="The unchanged baseline.")
+                                  content_hash=candidate_hash(self.baseline_files, self.baseline_files),
+                                  lessons="The unchanged baseline.")
         self.state.start(self.population_config, self.baseline_files).add(base)
-        self.journal(Event.candidate, id="baseline", round=0, parent_id=None, content_hash=base.content_hash, status=base.status)
+        self.journal(Event.candidate, id="baseline", round=0, parent_id=None, content_hash=base.content_hash,
+                     status=base.status)
         best0 = self.population.best()  # None when the baseline's own grading does not count
         self.state.best_by_round.append(best_entry(0, best0))
         self.raise_bar()
@@ -234,7 +244,8 @@ class Search:
         if self.pool is None:
             grade = lambda files, k: self.grading.grade(files, round_=k)  # noqa: E731 - the pool counts busy itself
             self.pool = GraderPool(grade, self.loop.grading_workers, self.grader_busy, self.queue)
-            self.pool.known([code_key(s.files) for s in self.population.all() if not s.content_hash.startswith("none-")])
+            self.pool.known([code_key(s.files) for s in self.population.all()
+                             if not s.content_hash.startswith("none-")])
         self.select_ahead(state["round"] - 1)  # a checkpoint from before pipelining holds no selection
         for m, sel in sorted(self.state.pending.items()):
             if not self.pipeline.running(m):
@@ -256,7 +267,8 @@ class Search:
         d = self.store.round_dir(k)
         if p.planner_called:
             self.store.write(f"{d}/planner/prompt.md", p.plan_prompt)
-            self.store.write(f"{d}/planner/response.md", p.plan if p.plan_ok else f"(no usable answer; fallback plan)\n\n{p.plan}")
+            self.store.write(f"{d}/planner/response.md",
+                             p.plan if p.plan_ok else f"(no usable answer; fallback plan)\n\n{p.plan}")
             self.journal(Event.plan, round=k, parent_id=parent.id, ok=p.plan_ok, plan=p.plan)
         else:
             self.journal(Event.plan, round=k, parent_id=parent.id, ok=True, plan=p.plan, planner=False)
@@ -270,8 +282,9 @@ class Search:
                 self.store.write(f"{d}/executor/{cid}/{name}response.md", response)
             if c.files is not None:
                 self.store.write(f"{d}/executor/{cid}/candidate.diff", Candidate(files=c.files).diff(parent.files))
-            self.journal(Event.candidate, id=cid, round=k, parent_id=fixes.get(i, parent.id), status=c.status, detail=c.detail,
-                         repaired=c.repaired, content_hash=candidate_hash(c.files, self.baseline_files) if c.files else None)
+            self.journal(Event.candidate, id=cid, round=k, parent_id=fixes.get(i, parent.id), status=c.status,
+                         detail=c.detail, repaired=c.repaired,
+                         content_hash=candidate_hash(c.files, self.baseline_files) if c.files else None)
         self.progress.phase(k, "grading")
         first_of: dict[str, str] = {}
         for i, (c, future) in enumerate(zip(p.drafts, p.verdicts)):
@@ -286,7 +299,8 @@ class Search:
             earlier = self.population.by_hash(h) or self.population.by_code(key)
             if earlier is not None or key in first_of:
                 ref = earlier if earlier is not None else next(s for s in self.children if s.id == first_of[key])
-                self.journal(Event.duplicate, id=cid, of=ref.id, content_hash=h, **({"near": True} if h != ref.content_hash else {}))
+                self.journal(Event.duplicate, id=cid, of=ref.id, content_hash=h,
+                             **({"near": True} if h != ref.content_hash else {}))
                 self.children.append(ref.model_copy(update={**common, "files": c.files, "content_hash": h,
                                                             "duplicate_of": ref.id, "lessons": ""}))
                 continue
@@ -323,11 +337,11 @@ class Search:
             self.journal(Event.summary, round=k, ok=True, lessons=lessons, memory=self.ctx.memory, summarizer=False)
             return {}
         try:
-            lessons, memory, prompt, response, ok = roles.summarize(self.gw, self.ctx, k, parent, state["plan"], self.children,
-                                                                    diffs, tag=f"r{k}/summary")
+            lessons, memory, prompt, response, ok = roles.summarize(self.gw, self.ctx, k, parent, state["plan"],
+                                                                    self.children, diffs, tag=f"r{k}/summary")
         except BudgetExhausted as e:
-            lessons, memory, prompt, response, ok = ({s.id: roles.default_lesson(s) for s in self.children}, self.ctx.memory,
-                                                     "", None, False)
+            lessons, memory, prompt, response, ok = ({s.id: roles.default_lesson(s) for s in self.children},
+                                                     self.ctx.memory, "", None, False)
             state = {**state, "stop": e.stop}
         self.children = [s.model_copy(update={"lessons": lessons.get(s.id, s.lessons) if s.status != "no_code" else
                                              f"{lessons.get(s.id, '')} {s.lessons}".strip()}) for s in self.children]
@@ -357,16 +371,18 @@ class Search:
         if stop == CAP_RAISED_LATER:  # a replay past the cap a resume raised: on, as the resumed run went
             stop = None
             self.propose_again()
-        stop = stop or stop_rule(self.state.best_by_round, self.loop.patience, self.loop.target, self.loop.roofline_stop) or \
-            ("rounds_done" if k >= self.loop.rounds else None)
+        stop = (stop or stop_rule(self.state.best_by_round, self.loop.patience, self.loop.target,
+                                  self.loop.roofline_stop)
+                or ("rounds_done" if k >= self.loop.rounds else None))
         if not stop:
             self.select_ahead(k)  # round k + depth is chosen from the population as it is now
         self.checkpoint(k)
         kids = self.children
         u = self.utilization()
-        self.progress.round_done(k, proposed=len(kids), graded=sum(1 for s in kids if s.status != "no_code" and not s.duplicate_of),
-                                 failed=sum(1 for s in kids if not s.correct or not s.is_result), best=best, totals=self.totals(),
-                                 note=one_line(u))
+        self.progress.round_done(k, proposed=len(kids),
+                                 graded=sum(1 for s in kids if s.status != "no_code" and not s.duplicate_of),
+                                 failed=sum(1 for s in kids if not s.correct or not s.is_result), best=best,
+                                 totals=self.totals(), note=one_line(u))
         self.store.update_run(totals=self.totals(), rounds_done=k, utilization=u, suspects=self.suspects())
         self.children = []
         return {"stop": stop} if stop else {"round": k + 1, "stop": ""}  # the graph's state keeps a key until reset
@@ -409,26 +425,29 @@ class Search:
             v = self.grade(s.files, label="final-regrade", round_=k)
             again = v.speedup if v.speedup is not None else (v.dev.value if v.dev and s.speedup is None else None)
             mean = (s.fitness + again) / 2 if v.correct and v.is_result and again and s.fitness else None
-            remeasured.append({"id": s.id, "recorded": s.speedup, "regraded": v.speedup, "correct": v.correct, "mean": mean,
-                               "counts": v.is_result, "trust_reasons": list(v.trust.reasons)})
+            remeasured.append({"id": s.id, "recorded": s.speedup, "regraded": v.speedup, "correct": v.correct,
+                               "mean": mean, "counts": v.is_result, "trust_reasons": list(v.trust.reasons)})
             if not v.is_result:
-                dropped.append({"id": s.id, "grader": v.grader, "label": "final-regrade", "reasons": list(v.trust.reasons)})
+                dropped.append({"id": s.id, "grader": v.grader, "label": "final-regrade",
+                                "reasons": list(v.trust.reasons)})
             elif mean is not None:
                 ranked.append((mean, s, v))
         ranked.sort(key=lambda r: -r[0])  # stable: the earlier (better recorded) one wins a tie
         best: dict[str, Any] = {"id": None, "speedup": None, "reward": None, "grader": None}
         pick = None
         for _, s, pick_verdict in ranked:
-            best = {"id": s.id, "content_hash": s.content_hash, "speedup": pick_verdict.speedup, "reward": pick_verdict.reward,
-                    "grader": self.grader, "trust": pick_verdict.trust.model_dump(mode="json")}
+            best = {"id": s.id, "content_hash": s.content_hash, "speedup": pick_verdict.speedup,
+                    "reward": pick_verdict.reward, "grader": self.grader,
+                    "trust": pick_verdict.trust.model_dump(mode="json")}
             hv = None
             if self.grader == "dev" and self.loop.score_final_with_hidden:
                 hv = self.grade(s.files, label="final-hidden", grader="hidden")
                 if not hv.is_result:
-                    dropped.append({"id": s.id, "grader": "hidden", "label": "final-hidden", "reasons": list(hv.trust.reasons)})
+                    dropped.append({"id": s.id, "grader": "hidden", "label": "final-hidden",
+                                    "reasons": list(hv.trust.reasons)})
                     continue
-                best = {"id": s.id, "content_hash": s.content_hash, "speedup": hv.speedup, "reward": hv.reward, "grader": "hidden",
-                        "status": hv.status.value, "hard_fail_reasons": hv.hard_fail_reasons,
+                best = {"id": s.id, "content_hash": s.content_hash, "speedup": hv.speedup, "reward": hv.reward,
+                        "grader": "hidden", "status": hv.status.value, "hard_fail_reasons": hv.hard_fail_reasons,
                         "dev_speedup": pick_verdict.speedup, "trust": hv.trust.model_dump(mode="json")}
             pick = s
             self.store.write("final/candidate.patch", Candidate(files=s.files).diff(self.baseline_files))
@@ -448,8 +467,8 @@ class Search:
                   **{rule: "finished" for rule in STOP_RULES}}.get(stop, stop)
         self.store.update_run(finished=datetime.now(timezone.utc).isoformat(timespec="seconds"), totals=self.totals(),
                               stopped_by=stop,
-                              best_by_round=self.state.best_by_round, final_regrade=remeasured, suspects=self.suspects(),
-                              status=status, best=best, utilization=self.utilization())
+                              best_by_round=self.state.best_by_round, final_regrade=remeasured,
+                              suspects=self.suspects(), status=status, best=best, utilization=self.utilization())
         self.journal(Event.run_end, status=status)
         return {"stop": stop}
 
@@ -460,16 +479,19 @@ class Search:
                  f"- search grader: {self.grader}; stopped: {stop}",
                  f"- picked {pick.id} (parent {pick.parent_id}, round {pick.round}, island {pick.island})",
                  f"- best: {json.dumps(best)}",
-                 f"- LLM calls {t.get('llm_calls', 0)}, tokens {t.get('input_tokens', 0)} in ({t.get('cache_read_tokens', 0)} of them read from the "
-                 f"provider's cache) / {t.get('output_tokens', 0)} out, "
-                 f"USD {t.get('usd', 0)}", f"- gradings: {json.dumps(t['scorings'])}", "", "## Final re-grade", ""]
+                 f"- LLM calls {t.get('llm_calls', 0)}, tokens {t.get('input_tokens', 0)} in "
+                 f"({t.get('cache_read_tokens', 0)} of them read from the provider's cache) / "
+                 f"{t.get('output_tokens', 0)} out, USD {t.get('usd', 0)}", f"- gradings: {json.dumps(t['scorings'])}",
+                 "", "## Final re-grade", ""]
         lines += [f"- {r['id']}: recorded {r['recorded']}, re-graded {r['regraded']}, correct {r['correct']}"
                   + ("" if r["counts"] else f", NOT counted ({'; '.join(r['trust_reasons'])})") for r in remeasured]
         if dropped:
             lines += ["", "## Dropped from the pick (their gradings do not count)", ""]
-            lines += [f"- {d['id']} ({d['label']}, {d['grader']} grader): {'; '.join(d['reasons']) or 'rejected by review'}"
+            lines += [f"- {d['id']} ({d['label']}, {d['grader']} grader): "
+                      f"{'; '.join(d['reasons']) or 'rejected by review'}"
                       for d in dropped]
-        lines += ["", "## Best by round", ""] + [f"- round {b['round']}: {b['best_id']} {b['speedup']}" for b in self.state.best_by_round]
+        lines += (["", "## Best by round", ""] + [f"- round {b['round']}: {b['best_id']} {b['speedup']}"
+                                                  for b in self.state.best_by_round])
         lines += ["", "## Lessons on the pick", "", pick.lessons or "(none)"]
         return "\n".join(lines) + "\n"
 

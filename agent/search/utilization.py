@@ -39,7 +39,8 @@ class Depth:
             return (self._area + self._value * (now - self._since)) / span if span > 0 else 0.0
 
 
-def utilization(wall_seconds: float, graders: Busy, workers: int, llm: Busy, queue: Depth, depth: int) -> dict[str, Any]:
+def utilization(wall_seconds: float, graders: Busy, workers: int, llm: Busy, queue: Depth,
+                depth: int) -> dict[str, Any]:
     """run.json's `utilization`: over the wall time of this process's search (a resumed run counts
     from its resume). grader_busy_share: slot-seconds graded / (wall x graders); llm_busy_share:
     the share of the wall time at least one model call was waited on; queue_depth_*: candidates

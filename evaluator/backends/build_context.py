@@ -98,7 +98,8 @@ def rewrite(text: str, source: str | Path = "Dockerfile") -> Rewritten:
         elif step.kind in ("COPY", "ADD"):
             out.extend(_copy_line(n, step, files))
         else:
-            raise dockerfile.DockerfileError(f"{source}:{step.line}: a heredoc in {step.kind} is not supported; use RUN or COPY")
+            raise dockerfile.DockerfileError(f"{source}:{step.line}: a heredoc in {step.kind} is not "
+                                             "supported; use RUN or COPY")
     return Rewritten(text="\n".join(out) + "\n", files=files, steps=rewritten)
 
 
@@ -127,7 +128,8 @@ def context_files(root: Path) -> list[str]:
     patterns: list[str] = list(NOT_IN_IMAGE)
     ignore = root / ".dockerignore"
     if ignore.is_file():
-        patterns += [ln.strip() for ln in ignore.read_text().splitlines() if ln.strip() and not ln.strip().startswith("#")]
+        patterns += [ln.strip() for ln in ignore.read_text().splitlines()
+                     if ln.strip() and not ln.strip().startswith("#")]
     # .dockerignore itself stays out: it has been applied here, and an engine that applies it
     # again (buildah does) would drop the generated files when it ignores everything by default.
     return sorted(p for p in exclude_paths(str(root), patterns) if p != ".dockerignore")

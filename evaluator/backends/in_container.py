@@ -68,11 +68,13 @@ def forged_check(results: list[str] | tuple[str, ...]) -> str:
         return ""
     paths = " ".join(shlex.quote(r) for r in results)
     return ("te=$((t1 + 20000000)); te=\"$((te / 1000000000)).$(printf '%09d' $((te % 1000000000)))\"; forged=\"\"\n"
-            f"for r in {paths}; do [ -n \"$(find \"$r\" -maxdepth 0 -newerct \"@$te\" 2>/dev/null)\" ] && forged=\"$forged $r\"; done\n"
+            f"for r in {paths}; do [ -n \"$(find \"$r\" -maxdepth 0 -newerct \"@$te\" 2>/dev/null)\" ] "
+            "&& forged=\"$forged $r\"; done\n"
             f"echo \"{FORGED}$forged\"\n")
 
 
-def grader_script(command: str, keep: str, *, spare_existing: bool = False, results: list[str] | tuple[str, ...] = ()) -> str:
+def grader_script(command: str, keep: str, *, spare_existing: bool = False,
+                  results: list[str] | tuple[str, ...] = ()) -> str:
     """The grader, timed from inside; then what it left running is listed and killed, and the
     result files it wrote are checked for a later rewrite (`forged_check`).
 
@@ -87,16 +89,19 @@ def grader_script(command: str, keep: str, *, spare_existing: bool = False, resu
                 f"keep={shlex.quote(keep)}\n{ALIVE_FN}\n{grace()}echo \"{STRAYS}$left\"; kill -9 -1 2>/dev/null\n"
                 # until nothing is left that could still write a result file (the init's sleep, which
                 # it starts again, aside: keep="" spares any sleep of the init's)
-                "keep=; n=0; while [ \"$n\" -lt 20 ]; do alive; [ -z \"$left\" ] && break; kill -9 -1 2>/dev/null; n=$((n + 1)); done\n"
+                "keep=; n=0; while [ \"$n\" -lt 20 ]; do alive; [ -z \"$left\" ] && break; "
+                "kill -9 -1 2>/dev/null; n=$((n + 1)); done\n"
                 f"{forged_check(results)}exit $rc\n")
     # `pre` holds the processes that were there before (Modal's init, the sandbox's command, its
     # exec machinery): the `alive` of this mode skips them by pid (a command may still be exec'ing
     # when it is listed, so its name can change), and lists only what the grader left.
     # `keep` is never empty here, so a grader's `sleep` adopted by the init is not taken for ours.
     return (f"keep={shlex.quote(keep or '-')}\n{ALIVE_FN}\nalive; pre=\" $left \"\n"
-            "alive_all() { alive; kept=\"\"; for e in $left; do case \"$pre\" in *\" ${e%%:*}:\"*) ;; *) kept=\"$kept $e\";; esac; done; left=$kept; }\n"
+            "alive_all() { alive; kept=\"\"; for e in $left; do case \"$pre\" in *\" ${e%%:*}:\"*) ;; "
+            "*) kept=\"$kept $e\";; esac; done; left=$kept; }\n"
             f"t0=$(date +%s%N); {command}; rc=$?; t1=$(date +%s%N); echo; echo {TIMED}$((t1 - t0))\n"
-            f"{grace('alive_all')}echo \"{STRAYS}$left\"\n{KILL_LISTED_FN.replace('    alive', '    alive_all')}\nkill_listed\n"
+            f"{grace('alive_all')}echo \"{STRAYS}$left\"\n"
+            f"{KILL_LISTED_FN.replace('    alive', '    alive_all')}\nkill_listed\n"
             f"{forged_check(results)}exit $rc\n")
 
 

@@ -54,7 +54,8 @@ WARM_MIN_MEMORY_MB = 4096
 class LocalBackend:
     name = "local"
 
-    def __init__(self, config: LocalConfig | None = None, cache_dir: Path | None = None, extra_hidden: list[Path] = (),  # type: ignore[assignment]
+    def __init__(self, config: LocalConfig | None = None, cache_dir: Path | None = None,
+                 extra_hidden: list[Path] = (),  # type: ignore[assignment]
                  writable: list[str] = ()):  # type: ignore[assignment]
         self.config = config or LocalConfig()
         self.writable = list(writable)  # evaluator.writable_paths
@@ -131,8 +132,8 @@ class LocalBackend:
             for d in ("upper", "work", "root"):
                 (home / d).mkdir(parents=True)
             try:
-                meta = Build(task, home, self.config, self.stand_in(), self.layout(None), self._identity(), BACKEND_VERSION,
-                             overlay_options=iso.overlay_options).run()
+                meta = Build(task, home, self.config, self.stand_in(), self.layout(None), self._identity(),
+                             BACKEND_VERSION, overlay_options=iso.overlay_options).run()
             except (InfraError, RootError) as e:
                 shutil.rmtree(home / "upper", ignore_errors=True)
                 raise InfraError(str(e)) from None
@@ -142,7 +143,8 @@ class LocalBackend:
             tmp.write_text(json.dumps(meta, indent=1))
             tmp.replace(meta_path)
             meta = _with_sandbox(meta, iso)
-            return Prepared(task=task, key=key, seconds=meta["seconds"], cached=False, warnings=meta["warnings"], state=meta)
+            return Prepared(task=task, key=key, seconds=meta["seconds"], cached=False, warnings=meta["warnings"],
+                            state=meta)
 
     def baseline_text(self, prepared: Prepared, rel: str) -> str | None:
         p = self.cache / prepared.key / "upper" / prepared.task.source_root.lstrip("/") / rel
@@ -161,10 +163,12 @@ class LocalBackend:
         scratch = c.disk_mb or None
         if scratch and memory:
             scratch = max(64, min(scratch, memory // 2))
-        return Limits(memory_mb=memory, pids=c.max_pids or None, gpu=task.gpus > 0, cgroup_parents=self._parents()), scratch
+        return (Limits(memory_mb=memory, pids=c.max_pids or None, gpu=task.gpus > 0, cgroup_parents=self._parents()),
+                scratch)
 
     def grade(self, prepared: Prepared, request: GradeRequest) -> GradeRun:
-        with grading_folder(self.cache / prepared.key / "runs") as run_dir:  # a later pesflow removes it if we are killed
+        # a later pesflow removes it if we are killed
+        with grading_folder(self.cache / prepared.key / "runs") as run_dir:
             return self._grade_in(run_dir, prepared, request)
 
     def _grade_in(self, run_dir: Path, prepared: Prepared, request: GradeRequest) -> GradeRun:
@@ -204,24 +208,24 @@ class LocalBackend:
             warm = chroot(instrument.warm_command())
         # Everything the grader writes lives on the scratch: copied out before it goes.
         copy = [(scratch / "upper/logs", run_dir / "out/logs")]
-        copy += [(scratch / "upper" / r.lstrip("/"), run_dir / "out" / r.lstrip("/")) for r in results if not r.startswith("/logs/")]
+        copy += [(scratch / "upper" / r.lstrip("/"), run_dir / "out" / r.lstrip("/"))
+                 for r in results if not r.startswith("/logs/")]
         bulk = [(scratch / "trust-out", run_dir / "trust-out")] if trust else []
-        scan = written.scan_command(self.stand_in().python, plan.written_folders(scratch), plan.writable_layers(scratch),
-                                    written.candidate_paths(task.scope, request.files),
+        scan = written.scan_command(self.stand_in().python, plan.written_folders(scratch),
+                                    plan.writable_layers(scratch), written.candidate_paths(task.scope, request.files),
                                     run_dir / written.SCAN_FILE) if trust else ""  # what the grading wrote, after it
         body = (
             sandbox.scratch_script(scratch, scratch_mb, run_dir / "seed")
-            + script(root_lines + bind_lines(run_dir / "root", binds, [os.path.expanduser(p) for p in self.config.hide_paths],
-                                             binds_rw))
-            + iso.hostname_line("pesflow", self.stand_in().python)
-            + f"echo {READY}\n"
+            + script(root_lines + bind_lines(run_dir / "root", binds,
+                                             [os.path.expanduser(p) for p in self.config.hide_paths], binds_rw))
+            + iso.hostname_line("pesflow", self.stand_in().python) + f"echo {READY}\n"
             + supervise.supervised_command(
                 chroot(command),
                 proc=run_dir / "root/proc", status=run_dir / "status", python=self.stand_in().python, copy_out=copy,
                 max_file_bytes=self.config.max_log_bytes, max_total_bytes=16 * self.config.max_log_bytes,
                 scratch=scratch if scratch_mb else None, results=[scratch / "upper" / r.lstrip("/") for r in results],
-                bulk_copy=bulk, follow=follow, warm=warm, warm_over=run_dir / "trust-in" / instrument.WARM_OVER, after_grader=scan,
-                warm_late=bool(warm and late))
+                bulk_copy=bulk, follow=follow, warm=warm, warm_over=run_dir / "trust-in" / instrument.WARM_OVER,
+                after_grader=scan, warm_late=bool(warm and late))
         )
         events = collect.EventSocket(run_dir / "trust-in" / "events.sock") if trust else None
         concluded: list[GradeRun] = []
@@ -282,12 +286,14 @@ class LocalBackend:
         limits_seen = {"limits": {"memory_mb": limits.memory_mb, "pids": limits.pids, "disk_mb": scratch_mb,
                                   "output_mb": self.config.max_output_mb, "timeout_sec": request.timeout},
                        "killed": res.killed, "breach": breach, "strays": report.strays, "usage": res.usage,
-                       "signalled": status.get("signalled") or ("USR1" if status.get("stopped") and not res.killed else None),
+                       "signalled": status.get("signalled")
+                           or ("USR1" if status.get("stopped") and not res.killed else None),
                        "scratch_used_bytes": local_scratch.as_int(status.get("scratch_used")), "warnings": res.warnings,
                        "writable": plan.layout.writable, "host_areas": plan.layout.areas,
                        "sandbox": iso.mode, "mechanisms": _mechanisms(res, scratch_mb), "unenforced": res.unenforced}
         (request.out_dir / "limits.json").write_text(json.dumps(limits_seen, indent=1))
-        report.notes = _read_only_notes(res.output + logs_text, plan.layout.writable) + _unenforced_notes(res.unenforced, iso)
+        report.notes = (_read_only_notes(res.output + logs_text, plan.layout.writable)
+                        + _unenforced_notes(res.unenforced, iso))
         if failed_verdict(report.reward) and request.command is None and not report.timed_out:
             report.fault = stand_in_fault(res.output + logs_text, self.stand_in().python, task.root)
         return grading_result(report, self.config.stray_processes)
@@ -319,7 +325,8 @@ class LocalBackend:
         pass
 
 
-def _binds(task: Task, request: GradeRequest, run_dir: Path, trust: bool) -> tuple[list[tuple[Path, str]], list[tuple[Path, str]]]:
+def _binds(task: Task, request: GradeRequest, run_dir: Path,
+           trust: bool) -> tuple[list[tuple[Path, str]], list[tuple[Path, str]]]:
     """The host folders a grading's root binds, read-only and writable (host path, path inside):
     the GPU's, the hidden tests (hidden grader only), the reviewer's files, the guard's folders."""
     binds: list[tuple[Path, str]] = gpu_binds() if task.gpus else []
@@ -427,5 +434,6 @@ def _read_only_notes(output: str, writable: list[str]) -> list[str]:
         return []
     paths = [m.group(1) or m.group(2) for m in _EROFS_PATH.finditer(output)]
     where = ", ".join(dict.fromkeys(paths[:5])) or "a path outside the writable ones"
-    return [f"read_only_root: the grading tried to write {where} on the read-only root (writable: {', '.join(writable)}, "
-            "/tmp, /var/tmp, /dev/shm, /run); a grader that must write there needs evaluator.writable_paths"]
+    return [f"read_only_root: the grading tried to write {where} on the read-only root "
+            f"(writable: {', '.join(writable)}, /tmp, /var/tmp, /dev/shm, /run); a grader that must write there "
+            "needs evaluator.writable_paths"]

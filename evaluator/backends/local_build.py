@@ -55,8 +55,8 @@ class Build:
                  version: str, overlay_options: str = ""):
         self.task, self.home, self.config, self.stand_in, self.version = task, home, config, stand_in, version
         self.upper = home / "upper"
-        self.plan = RootPlan(layout=layout, image=self.upper, skeleton=home / "skel", identity=identity, root=home / "root",
-                             overlay_options=overlay_options)
+        self.plan = RootPlan(layout=layout, image=self.upper, skeleton=home / "skel", identity=identity,
+                             root=home / "root", overlay_options=overlay_options)
         make_skeleton(self.plan.skeleton, layout)
         self.log = open(home / "build.log", "w")
         self.warnings: list[str] = []
@@ -77,7 +77,8 @@ class Build:
         except dockerfile.DockerfileError as e:
             raise InfraError(str(e)) from None
         if sum(1 for s in steps if s.kind == "FROM") > 1:
-            raise InfraError(f"{df}: multi-stage Dockerfiles are not replayed by the local backend; use --backend docker")
+            raise InfraError(f"{df}: multi-stage Dockerfiles are not replayed by the local "
+                             "backend; use --backend docker")
         return steps
 
     def stages(self) -> list[Path]:
@@ -98,7 +99,8 @@ class Build:
         try:
             for df in self.stages():
                 steps = self._parse(df)
-                self.dockerfile_dir = df.parent  # a COPY source not in the package root is looked for beside its Dockerfile
+                # a COPY source not in the package root is looked for beside its Dockerfile
+                self.dockerfile_dir = df.parent
                 for n, step in enumerate(steps, start=len(all_steps)):
                     self.log.write(f"--- {df.name} step {n} line {step.line}: {step.kind} {step.text[:200]}\n")
                     self.log.flush()
@@ -151,7 +153,8 @@ class Build:
 
     def _copy(self, step: dockerfile.Instruction, scope: dict[str, str]) -> None:
         if "from" in step.flags:
-            raise InfraError(f"{self.task.dockerfile}:{step.line}: COPY --from is not replayed by the local backend; use --backend docker")
+            raise InfraError(f"{self.task.dockerfile}:{step.line}: COPY --from is not replayed by the "
+                             "local backend; use --backend docker")
         args = step.json_args() or step.text.split()
         args = [dockerfile.expand(a, scope) for a in args]
         if step.heredocs:  # COPY <<EOF /path: the body is the file
@@ -168,12 +171,14 @@ class Build:
                 continue
             matches = []
             for ctx in (self.task.root, self.dockerfile_dir):
-                found = sorted(ctx.glob(pattern.lstrip("/"))) if any(c in pattern for c in "*?[") else [ctx / pattern.lstrip("/")]
+                found = (sorted(ctx.glob(pattern.lstrip("/"))) if any(c in pattern for c in "*?[")
+                         else [ctx / pattern.lstrip("/")])
                 matches = [m for m in found if m.exists() and not self._ignored(m)]
                 if matches:
                     break
             if not matches:
-                raise InfraError(f"{self.task.dockerfile}:{step.line}: {step.kind} source {pattern!r} not found in the package; add it or fix the Dockerfile")
+                raise InfraError(f"{self.task.dockerfile}:{step.line}: {step.kind} source {pattern!r} not found in the "
+                                 "package; add it or fix the Dockerfile")
             for src in matches:
                 if src.is_dir():
                     self._copy_tree(src, self._dest(dest_s), mode)
@@ -237,7 +242,8 @@ class Build:
         build_dir.mkdir(exist_ok=True)
         (build_dir / f"step-{n}.sh").write_text(script)
         env = {**self.args, **self.env, "HOME": "/root"}
-        env.update({k: v for k, v in os.environ.items() if any(fnmatch.fnmatch(k, p) for p in self.config.passthrough_env)})
+        env.update({k: v for k, v in os.environ.items()
+                    if any(fnmatch.fnmatch(k, p) for p in self.config.passthrough_env)})
         root = self.plan.root
         mount = root_script(self.plan.build_lines(self.home / "work"))
         shell = " ".join(sandbox.q(s) for s in self.shell[:-1]) if self.shell[-1] == "-c" else None
@@ -248,17 +254,20 @@ class Build:
             raise InfraError(f"{self.task.dockerfile}: build took longer than build_timeout_sec")
         # Build steps keep the host's network, as `docker build` does: package installs need it.
         res = sandbox.run(body, network=True, timeout=min(remaining, self.config.step_timeout_sec))
-        self.log.write(res.output + f"\n[exit {res.returncode}{' timeout' if res.timed_out else ''} in {res.seconds:.1f}s]\n")
+        self.log.write(res.output
+                       + f"\n[exit {res.returncode}{' timeout' if res.timed_out else ''} in {res.seconds:.1f}s]\n")
         self._expose_host_site_packages()  # a venv this step made sees the stand-in from the next step on
         if READY not in res.output:
             raise InfraError(f"sandbox setup failed while preparing {self.task.name}: {last_line(res.output)}")
         if res.returncode != 0 or res.timed_out:
             what = "timed out" if res.timed_out else f"exited {res.returncode}"
             if install and self.config.install_steps != "require":
-                self.warn(f"line {step.line}: package install step {what}; the host's software stands in: {last_line(res.output)}")
+                self.warn(f"line {step.line}: package install step {what}; the host's software "
+                          f"stands in: {last_line(res.output)}")
                 return
             skipped = [w for w in self.warnings if "package install step" in w]
-            why = (f"; {len(skipped)} package install step(s) before it did not run, so the stand-in python was all it had"
+            why = (f"; {len(skipped)} package install step(s) before it did not run, so the "
+                   "stand-in python was all it had"
                    if skipped else "")
             raise InfraError(f"{self.task.dockerfile}:{step.line}: RUN {what}: {last_line(res.output)}{why} "
                              f"(full log: {self.home / 'build.log'})")

@@ -61,7 +61,8 @@ class LiveProber:
         if warm and status.is_file():
             with open(status, "rb") as f:  # its few lines, written before the candidate's code ran there
                 said = [f"warm: {line}" for line in f.read(4096).decode(errors="replace").splitlines()[:8]]
-        marks = supervise.read_status(self.follow / "status")  # when the init saw the probe's processes gone, its files out
+        # when the init saw the probe's processes gone, its files out
+        marks = supervise.read_status(self.follow / "status")
         said += [f"follow: {k} {marks[k]}" for k in ("reaped", "copied") if k in marks]
         return GradeRun(None, done.returncode, done.timed_out, done.seconds, done.output, notes=said,
                         infra_error=done.stopped if done.stopped and not done.timed_out else None,

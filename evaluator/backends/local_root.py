@@ -33,7 +33,8 @@ SKELETON = ("proc", "dev", "sys", "tmp", "run", "root", "home", "opt", "srv", "m
             "var/lib", "var/cache", "var/spool", "var/opt", "var/local", "var/mail")
 # What /etc of a container does not hold of its host: the host's identity and secrets.
 ETC_WITHHELD = ("shadow", "shadow-", "gshadow", "gshadow-", "ssh", "sudoers", "sudoers.d", "machine-id", "ssl/private",
-                "containers", "docker", "subuid", "subuid-", "subgid", "subgid-", "security/opasswd", "hostname", "hosts")
+                "containers", "docker", "subuid", "subuid-", "subgid", "subgid-", "security/opasswd", "hostname",
+                "hosts")
 HOSTNAME = "pesflow"
 SCRATCH_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run")
 
@@ -120,7 +121,8 @@ def make_identity(dest: Path) -> Path:
     (etc / "hostname").unlink()
     (etc / "hostname").write_text(HOSTNAME + "\n")
     (etc / "hosts").unlink()
-    (etc / "hosts").write_text(f"127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t{HOSTNAME}\n")
+    (etc / "hosts").write_text("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost "
+                               f"ip6-loopback\n127.0.1.1\t{HOSTNAME}\n")
     (etc / ".done").write_text("")
     return dest
 
@@ -128,7 +130,8 @@ def make_identity(dest: Path) -> Path:
 def _opt(path: Path | str) -> str:
     s = str(path)
     if any(c in s for c in ",:\n"):
-        raise RootError(f"{s}: overlayfs cannot take a path with ',' or ':'; move pesflow's cache (evaluator.local.cache_dir)")
+        raise RootError(f"{s}: overlayfs cannot take a path with ',' or ':'; move pesflow's "
+                        "cache (evaluator.local.cache_dir)")
     return s
 
 
@@ -187,7 +190,9 @@ class RootPlan:
         """A replay step's root: everything writable into the package's layer."""
         r = q(self.root)
         lines = ["set -e", f"mkdir -p {q(work)}/base",
-                 f"mount -t overlay overlay -o {q(f'lowerdir={_opt(self.skeleton)},upperdir={_opt(self.image)},workdir={_opt(work)}/base{self.overlay_options}')} {r}"]
+                 "mount -t overlay overlay -o "
+                 f"""{q(f'lowerdir={_opt(self.skeleton)},upperdir={_opt(self.image)},'
+                        f'workdir={_opt(work)}/base{self.overlay_options}')} {r}"""]
         regions = []
         for i, area in enumerate(self.layout.areas):
             lowers = self._lowers(area, image=False)
@@ -203,7 +208,9 @@ class RootPlan:
         the grading's scratch (made by sandbox.scratch_script), /dev, /sys and /proc hardened."""
         r = q(self.root)
         top = f"{_opt(self.trust)}:" if self.trust is not None else ""
-        lines = ["set -e", f"mount -t overlay overlay -o {q(f'lowerdir={top}{_opt(self.image)}:{_opt(self.skeleton)}{self.overlay_options}')} {r}"]
+        lines = ["set -e",
+                 "mount -t overlay overlay -o "
+                 f"{q(f'lowerdir={top}{_opt(self.image)}:{_opt(self.skeleton)}{self.overlay_options}')} {r}"]
         regions: list[tuple[str, list[str]]] = []
         for path in self.layout.areas:  # a mount point under /tmp is made on the scratch, others exist
             regions.append((path, [f"mkdir -p {self._target(path)}",
@@ -211,8 +218,10 @@ class RootPlan:
         s = q(scratch)
         for i, path in enumerate(self.layout.writable):
             upper, work = f"{scratch}/upper{path}", f"{scratch}/work/w{i}"
-            opts = f"lowerdir={':'.join(self._lowers(path))},upperdir={_opt(upper)},workdir={_opt(work)}{self.overlay_options}"
-            regions.append((path, [f"mkdir -p {q(upper)} {q(work)}", f"mount -t overlay overlay -o {q(opts)} {self._target(path)}"]))
+            opts = (f"lowerdir={':'.join(self._lowers(path))},upperdir={_opt(upper)},workdir="
+                    f"{_opt(work)}{self.overlay_options}")
+            regions.append((path, [f"mkdir -p {q(upper)} {q(work)}",
+                                   f"mount -t overlay overlay -o {q(opts)} {self._target(path)}"]))
         regions += _grading_specials(r, s, devices)
         return lines + [ln for _, ls in sorted(regions, key=lambda x: _depth(x[0])) for ln in ls]
 
@@ -259,7 +268,8 @@ def _grading_specials(r: str, s: str, devices: list[str]) -> list[tuple[str, lis
     knobs read-only or masked."""
     proc = [f"mount -t proc -o nosuid,nodev,noexec proc {r}/proc"]
     for p in _PROC_READ_ONLY:
-        proc.append(f"if [ -e {r}/proc/{p} ]; then mount --bind {r}/proc/{p} {r}/proc/{p} && mount -o remount,bind,ro {r}/proc/{p}; fi")
+        proc.append(f"if [ -e {r}/proc/{p} ]; then mount --bind {r}/proc/{p} {r}/proc/{p} && mount -o "
+                    f"remount,bind,ro {r}/proc/{p}; fi")
     for p in _PROC_MASKED:
         proc.append(f"if [ -f {r}/proc/{p} ]; then mount --bind /dev/null {r}/proc/{p}; "
                     f"elif [ -d {r}/proc/{p} ]; then mount -t tmpfs -o ro,size=4k tmpfs {r}/proc/{p}; fi")
@@ -267,10 +277,11 @@ def _grading_specials(r: str, s: str, devices: list[str]) -> list[tuple[str, lis
     for d in ("null", "zero", "full", "random", "urandom", "tty", *devices):
         src = d if d.startswith("/") else f"/dev/{d}"
         target = f"{r}/dev/{q(src[len('/dev/'):])}"
-        dev.append(f"if [ -d {q(src)} ]; then mkdir -p {target}; else touch {target}; fi && mount --bind {q(src)} {target}")
+        dev.append(f"if [ -d {q(src)} ]; then mkdir -p {target}; else touch {target}; fi && "
+                   f"mount --bind {q(src)} {target}")
     dev += [
-        f"ln -s /proc/self/fd {r}/dev/fd && ln -s /proc/self/fd/0 {r}/dev/stdin && ln -s /proc/self/fd/1 {r}/dev/stdout "
-        f"&& ln -s /proc/self/fd/2 {r}/dev/stderr",
+        f"ln -s /proc/self/fd {r}/dev/fd && ln -s /proc/self/fd/0 {r}/dev/stdin && ln -s "
+        f"/proc/self/fd/1 {r}/dev/stdout && ln -s /proc/self/fd/2 {r}/dev/stderr",
         f"mkdir -p {r}/dev/shm {r}/dev/pts && mount --bind {s}/shm {r}/dev/shm",
         f"mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts {r}/dev/pts && ln -s pts/ptmx {r}/dev/ptmx",
     ]

@@ -33,7 +33,8 @@ def _full(free: int, total: int, inodes_free: int) -> bool:
 
 def full(status: dict[str, str], size_mb: int | None) -> str | None:
     """DISK_QUOTA where the init's last look at the scratch (its status) found it full."""
-    used, total, inodes = as_int(status.get("scratch_used")), as_int(status.get("scratch_total")), as_int(status.get("inodes_free"))
+    used, total, inodes = (as_int(status.get("scratch_used")), as_int(status.get("scratch_total")),
+                           as_int(status.get("inodes_free")))
     if size_mb and used is not None and total and _full(total - used, total, inodes if inodes is not None else 1):
         return DISK_QUOTA
     return None

@@ -15,7 +15,8 @@ new machine), network blocked, the task's cpus and memory each as (request, limi
 number is only a reservation: a grading could use more, and its out-of-memory would never be
 the candidate's), for GPU tasks the configured GPU type pinned ("H100!") with the task's count.
 A sandbox Modal does not schedule within evaluator.modal.queue_timeout_sec (a workspace at its
-quota queues it) stops the command: BackendUnavailable, one line, exit 3. tests/ is added to the sandbox's image only for the hidden
+quota queues it) stops the command: BackendUnavailable, one line, exit 3. tests/ is added to the
+sandbox's image only for the hidden
 grader (and the reviewer's patch for oracle/negative), the candidate's files go in as a tar,
 the grader runs as one exec with the grading's timeout (the sandbox's own timeout backs it),
 its leftovers are killed by pid (never `kill -9 -1`: that kills the sandbox's own command, and
@@ -49,7 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from evaluator.backends import archive
-from evaluator.backends.base import BackendUnavailable, Capabilities, GradeRequest, GradeRun, InfraError, Prepared, command_for
+from evaluator.backends.base import (BackendUnavailable, Capabilities, GradeRequest, GradeRun, InfraError, Prepared,
+                                     command_for)
 from evaluator.backends.build_context import build_context
 from evaluator.backends.in_container import forged_results, grader_script, grader_seconds, left_running
 from evaluator.config import ModalConfig
@@ -117,7 +119,8 @@ class ModalBackend:
             image = self._image(task, key, warnings).build(app)
             self._images[key] = image
             ref = self._reference(key)
-            found = _run(ref, "sh", "-c", 'for f in "$@"; do [ -f "$f" ] && echo "$f"; done', "pesflow", *DEV_ENGINES)[1].split()
+            found = _run(ref, "sh", "-c", 'for f in "$@"; do [ -f "$f" ] && echo "$f"; done', "pesflow",
+                         *DEV_ENGINES)[1].split()
             sites = _run(ref, "sh", "-c", instrument.FIND_SITE_DIRS)[1].split()  # where the trust screen's guard goes
         except BackendUnavailable:
             raise
@@ -128,14 +131,16 @@ class ModalBackend:
         dev_engine = dev_engine_of(set(found))
         state = {"dev_engine": dev_engine, "backend": BACKEND_VERSION, "image": self.config.image, "task": task.name,
                  "site_dirs": sorted(set(sites))}
-        return Prepared(task=task, key=key, seconds=round(time.monotonic() - start, 3), cached=False, warnings=warnings, state=state)
+        return Prepared(task=task, key=key, seconds=round(time.monotonic() - start, 3), cached=False, warnings=warnings,
+                        state=state)
 
     def _image(self, task: Task, key: str, warnings: list[str]) -> Any:
         modal = self.sdk()
         if self.config.image == "registry":
             tag = task.toml.environment.docker_image
             if not tag:
-                raise InfraError(f"{task.name} names no [environment].docker_image; use evaluator.modal.image=dockerfile")
+                raise InfraError(f"{task.name} names no [environment].docker_image; use "
+                                 "evaluator.modal.image=dockerfile")
             return modal.Image.from_registry(tag)
         ctx = build_context(task)
         home = self.cache / key / "context"
@@ -144,7 +149,8 @@ class ModalBackend:
         with tarfile.open(fileobj=io.BytesIO(ctx.tar)) as tf:
             archive.extract_tree(tf, home)
         if ctx.rewritten.steps:
-            warnings.append(f"{ctx.rewritten.steps} BuildKit heredoc step(s) rewritten as COPY + RUN of a generated file")
+            warnings.append(f"{ctx.rewritten.steps} BuildKit heredoc step(s) rewritten as "
+                            "COPY + RUN of a generated file")
         # the context is already filtered: Modal must not apply a .dockerignore of its own
         return modal.Image.from_dockerfile(home / ctx.dockerfile, context_dir=home, ignore=[])
 
@@ -223,7 +229,8 @@ class ModalBackend:
         if err is not None:
             if type(err).__name__ == "ResourceExhaustedError":  # modal.exception's: no capacity, after its own wait
                 raise BackendUnavailable(f"Modal has no capacity for a sandbox ({settings.get('gpu') or 'CPU'}): "
-                                         f"{_short(err)}; try again later, or ask for another type with evaluator.modal.gpu") from None
+                                         f"{_short(err)}; try again later, or ask for another type with "
+                                         "evaluator.modal.gpu") from None
             raise err
         return box["sb"]
 
@@ -241,14 +248,16 @@ class ModalBackend:
         try:
             sb = self._create(image, settings)
             if request.trust is not None:
-                self._put(sb, instrument.guard_tar_files(prepared.state.get("site_dirs") or [], {**request.trust, "socket": None},
-                                                         request.trust_files))
+                self._put(sb, instrument.guard_tar_files(prepared.state.get("site_dirs") or [],
+                                                         {**request.trust, "socket": None}, request.trust_files))
                 _run(sb, "mkdir", "-p", "-m", "1777", instrument.OUT_DIR)
             deletions = self._write_candidate(sb, task.source_root, request.files)
             if deletions:
                 command = f"rm -f -- {' '.join(shlex.quote(p) for p in deletions)}; {command}"
             startup = _run(sb, "sh", "-c", written.LIST_STARTUP)[1] if request.trust is not None else ""
-            rc, output, timed_out = self._run_grader(sb, grader_script(command, "", spare_existing=True, results=results), request)
+            rc, output, timed_out = self._run_grader(sb,
+                                                     grader_script(command, "", spare_existing=True, results=results),
+                                                     request)
             (request.out_dir / "grader_output.log").write_text(output)
             logs = request.out_dir / "logs"
             _, tar = _run(sb, "sh", "-c", "cd /logs 2>/dev/null && tar -cf - . || true", text=False)
@@ -260,16 +269,20 @@ class ModalBackend:
                 trust_events = collect.read_event_files(request.out_dir / "trust")
                 # startup files the grading wrote, whatever wrote them, with their text (trust/written.py)
                 found = written.listing_changes(startup, _run(sb, "sh", "-c", written.LIST_STARTUP)[1])
-                trust_events += written.events(found, [None if removed else written.text_of(_run(sb, *written.READ_TEXT, path, text=False)[1])
-                                                      for path, removed in found])
+                trust_events += written.events(found,
+                                               [None if removed
+                                                else written.text_of(_run(sb, *written.READ_TEXT, path, text=False)[1])
+                                               for path, removed in found])
             # the memory cgroup's OOM kills (a fresh sandbox: any is this grading's), and the GPU's name
             probe = _run(sb, "sh", "-c", "grep -h '^oom_kill ' /sys/fs/cgroup/memory.events 2>/dev/null; "
                          "echo \"memory_peak $(cat /sys/fs/cgroup/memory.peak 2>/dev/null)\"; "
-                         + ("nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1" if settings["gpu"] else "true"))[1]
+                         + ("nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1"
+                            if settings["gpu"] else "true"))[1]
             oom = sum(int(n) for n in re.findall(r"^oom_kill (\d+)", probe, re.M))
             peaks = re.findall(r"^memory_peak (\d+)", probe, re.M)
             peak = int(peaks[0]) if peaks else None  # a kernel without memory.peak: unknown, so the candidate's
-            gpu_name = "\n".join(ln for ln in probe.splitlines() if not ln.startswith(("oom_kill ", "memory_peak"))).strip()
+            gpu_name = "\n".join(ln for ln in probe.splitlines()
+                                 if not ln.startswith(("oom_kill ", "memory_peak"))).strip()
         except (InfraError, BackendUnavailable):
             raise
         except Exception as e:
@@ -285,13 +298,15 @@ class ModalBackend:
         memory = settings.get("memory")
         report = GradingReport(rc, output, time.monotonic() - start, reward=reward, timed_out=timed_out,
                                grader_seconds=grader_seconds(output), oom_killed=bool(oom), memory_peak_bytes=peak,
-                               memory_mb=memory[1] if memory else None, strays=left_running(output) if not timed_out else [],
+                               memory_mb=memory[1] if memory else None,
+                               strays=left_running(output) if not timed_out else [],
                                forged=bool(forged_results(output)),
                                notes=hardware_notes(task, settings["gpu"], gpu_name), trust_events=trust_events)
         return grading_result(report, self.config.stray_processes)
 
     def _write_candidate(self, sb: Any, root: str, files: dict[str, str | None]) -> list[str]:
-        self._put(sb, {f"{root}/{rel}": (text.encode(), 0o644, 0, 0) for rel, text in files.items() if text is not None})
+        self._put(sb,
+                  {f"{root}/{rel}": (text.encode(), 0o644, 0, 0) for rel, text in files.items() if text is not None})
         return [f"{root}/{rel}" for rel, text in files.items() if text is None]
 
     def _put(self, sb: Any, put: dict[str, tuple[bytes, int, int, int]]) -> None:
@@ -307,7 +322,8 @@ class ModalBackend:
     def _run_grader(self, sb: Any, script: str, request: GradeRequest) -> tuple[int, str, bool]:
         sink = BoundedSink(self.config.max_log_bytes)
         t0 = time.monotonic()
-        p = sb.exec("sh", "-c", "exec 2>&1\n" + script, env=request.env, timeout=int(math.ceil(request.timeout)), text=False)
+        p = sb.exec("sh", "-c", "exec 2>&1\n" + script, env=request.env, timeout=int(math.ceil(request.timeout)),
+                    text=False)
         for chunk in p.stdout:
             sink.feed(chunk if isinstance(chunk, bytes) else str(chunk).encode())
         rc = p.wait()

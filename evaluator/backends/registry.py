@@ -40,7 +40,8 @@ class Entry:
 _REGISTRY: dict[str, Entry] = {}
 
 
-def register(name: str, *, capabilities: Capabilities = Capabilities(), summary: str = "") -> Callable[[Factory], Factory]:
+def register(name: str, *, capabilities: Capabilities = Capabilities(),
+             summary: str = "") -> Callable[[Factory], Factory]:
     """Add a backend under `name` (a later registration of the same name replaces it)."""
     def wrap(factory: Factory) -> Factory:
         _REGISTRY[name] = Entry(name, factory, capabilities, summary)
@@ -91,7 +92,8 @@ def _modal(config: "EvaluatorConfig", hidden: list[Path]) -> "Backend":
 
 
 # each grading a Ray task on a node with what it needs; the node grades with its own backend
-@register("ray", capabilities=Capabilities(gpus="remote", cancel=True), summary="a Ray task per grading on a cluster's nodes")
+@register("ray", capabilities=Capabilities(gpus="remote", cancel=True),
+          summary="a Ray task per grading on a cluster's nodes")
 def _ray(config: "EvaluatorConfig", hidden: list[Path]) -> "Backend":
     from evaluator.backends.ray_backend import RayBackend  # the ray SDK is optional (.[ray])
 

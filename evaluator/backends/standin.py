@@ -34,9 +34,11 @@ class StandIn:
 
 _PROBE = (
     "import json, os, site, sys\n"
-    "pre = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, os.path.dirname(os.path.realpath(sys.executable))]\n"
+    "pre = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, "
+    "os.path.dirname(os.path.realpath(sys.executable))]\n"
     "sites = site.getsitepackages() + ([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])\n"
-    "print(json.dumps({'version': '%d.%d.%d' % sys.version_info[:3], 'paths': pre + sites + [p for p in sys.path if p], 'sites': sites}))\n"
+    "print(json.dumps({'version': '%d.%d.%d' % sys.version_info[:3], 'paths': pre + sites + [p for p in "
+    "sys.path if p], 'sites': sites}))\n"
 )
 
 
@@ -96,7 +98,8 @@ def package_imports(root: Path, name: str, limit_bytes: int = 64 << 20) -> bool:
             seen += size
             if seen > limit_bytes:
                 return False
-            if pat.search(p.read_text(errors="replace")) or (p.name.startswith("requirements") and name in p.read_text(errors="replace")):
+            if (pat.search(p.read_text(errors="replace"))
+                or (p.name.startswith("requirements") and name in p.read_text(errors="replace"))):
                 return True
         except OSError:
             continue
@@ -106,7 +109,8 @@ def package_imports(root: Path, name: str, limit_bytes: int = 64 << 20) -> bool:
 @lru_cache(maxsize=256)
 def importable(python: str, name: str) -> bool:
     try:
-        return subprocess.run([python, "-c", f"import importlib.util, sys; sys.exit(importlib.util.find_spec({name!r}) is None)"],
+        return subprocess.run([python, "-c",
+                               f"import importlib.util, sys; sys.exit(importlib.util.find_spec({name!r}) is None)"],
                               capture_output=True, timeout=60).returncode == 0
     except (OSError, subprocess.SubprocessError):
         return False
@@ -118,8 +122,9 @@ def stand_in_fault(text: str, python: str, package_root: Path) -> str | None:
     the stand-in python cannot import it here either."""
     for name in missing_modules(text):
         if package_imports(package_root, name) and not importable(python, name):
-            return (f"the stand-in python ({python}) has no module {name!r}, which the package imports; install it there "
-                    f"({python} -m pip install {name}), set evaluator.local.python to one that has it, or use --backend docker")
+            return (f"the stand-in python ({python}) has no module {name!r}, which the "
+                    f"package imports; install it there ({python} -m pip install {name}), set evaluator.local.python "
+                    "to one that has it, or use --backend docker")
     return None
 
 

@@ -48,8 +48,8 @@ def gpu(small):
     import torch  # optional: a GPU's measurement only, and this child fails without it (measure: None)
     sync = torch.cuda.synchronize
     p = torch.cuda.get_device_properties(0)
-    facts = {"device": "cuda", "name": p.name, "sms": p.multi_processor_count, "memory_gib": round(p.total_memory / 2**30, 1),
-             "capability": "%d.%d" % (p.major, p.minor)}
+    facts = {"device": "cuda", "name": p.name, "sms": p.multi_processor_count,
+             "memory_gib": round(p.total_memory / 2**30, 1), "capability": "%d.%d" % (p.major, p.minor)}
     facts["bandwidth_gbs"] = gpu_bandwidth(torch, small, sync)
     tflops = {}
     m = 2048 if small else 8192

@@ -20,7 +20,8 @@ INSIDE = Path(__file__).resolve().parent / "inside"
 GUARD_FILES = ("pesflow_guard.pth", "pesflow_guard.py", "pesflow_guard_active.py", "pesflow_guard_watch.py",
                "pesflow_guard_calls.py", "pesflow_guard_objects.py", "pesflow_guard_startup.py",
                "pesflow_guard_planted.py", "pesflow_guard_seen.py", "pesflow_rules.py", "pesflow_probe.py",
-               "pesflow_probe_objects.py", "pesflow_probe_inputs.py", "pesflow_probe_values.py", "pesflow_same_answer.py")
+               "pesflow_probe_objects.py", "pesflow_probe_inputs.py", "pesflow_probe_values.py",
+               "pesflow_same_answer.py")
 CONFIG_DIR = "/.pesflow-trust"  # read-only in the grading: config.json, the probe's inputs
 OUT_DIR = "/.pesflow-trust-out"  # writable: the guard's per-process files and kept inputs
 SOCKET = f"{CONFIG_DIR}/events.sock"
@@ -61,14 +62,16 @@ def probe_command(exe: str, *, same_sandbox: bool = False, module: str = "pesflo
     among them, still load), its code from CONFIG_DIR. In the grading's own sandbox an
     interpreter on a writable path (one the grading could have written) gives way to the first
     of python3, /usr/bin/python3 that is not."""
-    boot = f"import sys; sys.path.insert(0, {CONFIG_DIR!r}); import {module}; {module}.run()"  # `module`: another of ours (pesflow_mismatch)
+    # `module`: another of ours (pesflow_mismatch)
+    boot = f"import sys; sys.path.insert(0, {CONFIG_DIR!r}); import {module}; {module}.run()"
     if not same_sandbox:
         return f"{shlex.quote(exe)} -I -c {shlex.quote(boot)}"
     # root's write test fails only on a read-only mount: the link (a venv's python) and what it
     # points to must both be where the grading could not have replaced them
     return (f"ok=; for e in {shlex.quote(exe)} python3 /usr/bin/python3; do p=$(command -v \"$e\") || continue; "
             "r=$(readlink -f \"$p\") && [ ! -w \"$r\" ] && [ ! -w \"${p%/*}\" ] && ok=1 && break; done; "
-            "[ -n \"$ok\" ] || { echo 'pesflow: no interpreter here the grading could not have written' >&2; exit 97; }; "
+            "[ -n \"$ok\" ] || { echo 'pesflow: no interpreter here the grading could not have written' >&2; "
+            "exit 97; }; "
             f"exec \"$p\" -I -c {shlex.quote(boot)}")
 
 
@@ -101,7 +104,8 @@ def guard_config(source_root: str, scope_texts: dict[str, str | None], baseline:
     return {
         "candidate_paths": {rel: f"{root}/{rel}" for rel, text in scope_texts.items() if text is not None},
         "candidate_hashes": {sha256(t): rel for rel, t in scope_texts.items() if t is not None},
-        "baseline_hashes": {sha256(t): rel for rel, t in baseline.items() if t is not None and t != scope_texts.get(rel)},
+        "baseline_hashes": {sha256(t): rel for rel, t in baseline.items()
+                            if t is not None and t != scope_texts.get(rel)},
         "mode_vars": sorted(k for k in env if k not in NOT_MODE_VARS),
         "source_root": source_root,
         "out_dir": OUT_DIR,
@@ -147,13 +151,16 @@ def write_config(folder: Path, trust: dict) -> None:
 
 def config_files(trust: dict) -> dict[str, bytes]:
     """config.json and config.marshal, as write_config writes them into CONFIG_DIR."""
-    return {"config.json": json.dumps(trust).encode(), "config.marshal": marshal.dumps(json.loads(json.dumps(trust)), 4)}
+    return {"config.json": json.dumps(trust).encode(),
+            "config.marshal": marshal.dumps(json.loads(json.dumps(trust)), 4)}
 
 
-def guard_tar_files(site_dirs: list[str], trust: dict, trust_files: dict[str, Path]) -> dict[str, tuple[bytes, int, int, int]]:
+def guard_tar_files(site_dirs: list[str], trust: dict,
+                    trust_files: dict[str, Path]) -> dict[str, tuple[bytes, int, int, int]]:
     """What a backend that can only copy files into a grading puts there (archive.files_tar's
     form): the guard's files in every site-packages folder, and its config and inputs in CONFIG_DIR."""
-    out = {f"{d.rstrip('/')}/{name}": ((INSIDE / name).read_bytes(), 0o644, 0, 0) for d in site_dirs for name in GUARD_FILES}
+    out = {f"{d.rstrip('/')}/{name}": ((INSIDE / name).read_bytes(), 0o644, 0, 0) for d in site_dirs
+           for name in GUARD_FILES}
     out.update({f"{CONFIG_DIR}/{name}": (data, 0o444, 0, 0) for name, data in config_files(trust).items()})
     out.update({f"{CONFIG_DIR}/{name}": (Path(host).read_bytes(), 0o444, 0, 0) for name, host in trust_files.items()})
     return out
@@ -171,7 +178,8 @@ def site_dirs(stand_in_paths: list[str], image_layer: Path | None, max_depth: in
             for d in dirs:
                 if d in ("site-packages", "dist-packages"):
                     found.append("/" + str(Path(top, d).relative_to(image_layer)))
-                elif depth < max_depth and d not in ("proc", "sys", "dev", "tmp", "node_modules", ".git", "__pycache__"):
+                elif (depth < max_depth and d not in ("proc", "sys", "dev", "tmp", "node_modules", ".git",
+                                                      "__pycache__")):
                     keep.append(d)
             dirs[:] = keep
     return sorted(set(found))

@@ -41,12 +41,15 @@ def probe(run: GradeRun, references: dict[str, list[str]], full: bool, budget: f
     baseline_texts = (profile or reproduce or {}).get("baseline_texts", ())
     refs, base_refs = _write_references(entries, references, baseline_texts, folder, files)
     exe = next((r.get("exe") for r in chosen if r.get("exe")), None) or "python3"
-    varied = [{k: v.get(k) for k in ("fn", "file", "n", "later", "argv")} for v in runtime.records(run.trust_events, run.trust_socket, "varied")]
-    config = {"probe": {"records": entries, "references": refs, "budget_sec": budget, "full": full, "exe": exe, "varied": varied[:16],
+    varied = [{k: v.get(k) for k in ("fn", "file", "n", "later", "argv")}
+              for v in runtime.records(run.trust_events, run.trust_socket, "varied")]
+    config = {"probe": {"records": entries, "references": refs, "budget_sec": budget, "full": full, "exe": exe,
+                        "varied": varied[:16],
                         **({"profile": {"budget_sec": profile["budget_sec"], "total_sec": profile["total_sec"],
                                         "baseline_refs": base_refs},
                             "only_profile": only_profile} if profile else {}),
-                        **({"pace": {"budget_sec": reproduce["budget_sec"], "baseline_refs": base_refs}} if reproduce else {})},
+                        **({"pace": {"budget_sec": reproduce["budget_sec"], "baseline_refs": base_refs}} if reproduce
+                           else {})},
               "record": False, "out_dir": instrument.OUT_DIR, "socket": instrument.SOCKET,
               "candidate_paths": {}, "candidate_hashes": {}}
     files.update(instrument.probe_files())
@@ -58,7 +61,8 @@ def probe(run: GradeRun, references: dict[str, list[str]], full: bool, budget: f
                       {"ran": True, "full": full, "inputs": len(entries), "seconds": round(probe_run.seconds, 3)})
 
 
-def _write_inputs(chosen: list[dict[str, Any]], kept: Path, folder: Path, files: dict[str, Path]) -> list[dict[str, Any]]:
+def _write_inputs(chosen: list[dict[str, Any]], kept: Path, folder: Path,
+                  files: dict[str, Path]) -> list[dict[str, Any]]:
     """Each chosen call's input (and what the harness got), copied from `kept` into `folder` for
     the probe; its record for the probe's config. A call whose input did not come back whole is left out."""
     entries = []
@@ -75,13 +79,14 @@ def _write_inputs(chosen: list[dict[str, Any]], kept: Path, folder: Path, files:
         files[name] = folder / name
         if len(blob) != int(r["size"]):  # cut short on its way out (a copy limit): not the candidate's doing
             continue
-        entries.append({**{k: r.get(k) for k in ("sha256", "size", "fn", "module", "file", "n", "argv", "cwd", "sys_path", "cls")},
-                        "name": name, **_got(src, r.get("got"), folder, i, files)})
+        entries.append(
+            {**{k: r.get(k) for k in ("sha256", "size", "fn", "module", "file", "n", "argv", "cwd", "sys_path", "cls")},
+             "name": name, **_got(src, r.get("got"), folder, i, files)})
     return entries
 
 
-def _write_references(entries: list[dict[str, Any]], references: dict[str, list[str]], baseline_texts: Any, folder: Path,
-                      files: dict[str, Path]) -> tuple[dict[str, list[str]], list[str]]:
+def _write_references(entries: list[dict[str, Any]], references: dict[str, list[str]], baseline_texts: Any,
+                      folder: Path, files: dict[str, Path]) -> tuple[dict[str, list[str]], list[str]]:
     """The references of each module a kept call went into, written for the probe: their paths
     in the probe's config by module, and the modules whose first reference is the frozen
     baseline (the profile's comparison)."""
@@ -117,13 +122,15 @@ def _read_back(probe_run: GradeRun, log_dir: Path, graders: str, t_ask: float, t
     warm probe's notes; or why it said nothing."""
     result = read_json(log_dir / "probe" / "trust" / "probe.json")
     if result is None:
-        checks["error"] = (probe_run.infra_error or probe_run.output.strip().splitlines()[-1:] or ["no output"])[0][:300] \
-            if not probe_run.timed_out else "the probes ran past their time"
+        checks["error"] = ((probe_run.infra_error or probe_run.output.strip().splitlines()[-1:]
+                            or ["no output"])[0][:300]
+                           if not probe_run.timed_out else "the probes ran past their time")
         return [], checks
     checks.update(result.get("checks") or {})
     wall = checks.pop("wall", None)
     if isinstance(wall, list) and len(wall) == 2:  # one host's clock: the handing over, either side of the probe
-        checks["handover"] = {"to_start": round(float(wall[0]) - t_ask, 3), "from_end": round(t_back - float(wall[1]), 3),
+        checks["handover"] = {"to_start": round(float(wall[0]) - t_ask, 3),
+                              "from_end": round(t_back - float(wall[1]), 3),
                               **_after_end(probe_run.notes, float(wall[1]))}
     said = [n[6:] for n in probe_run.notes if n.startswith("warm: ")]  # the local backend's warm probe
     if said:

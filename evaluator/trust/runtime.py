@@ -53,7 +53,8 @@ def baseline_callables(baseline: dict[str, str | None]) -> set[str]:
         for f in ast.walk(tree):
             if not isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
-            inner = {n.name for n in ast.walk(f) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n is not f}
+            inner = {n.name
+                     for n in ast.walk(f) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n is not f}
             for r in ast.walk(f):
                 v = r.value if isinstance(r, ast.Return) else None
                 if isinstance(v, ast.Lambda) or (isinstance(v, ast.Name) and v.id in inner):
@@ -63,7 +64,8 @@ def baseline_callables(baseline: dict[str, str | None]) -> set[str]:
 
 
 def read(events: list[dict[str, Any]], contract_classes: set[str],
-         contract_callables: frozenset[str] | set[str] = frozenset(), graders: str = "") -> tuple[list[Finding], dict[str, Any]]:
+         contract_callables: frozenset[str] | set[str] = frozenset(),
+         graders: str = "") -> tuple[list[Finding], dict[str, Any]]:
     """Findings from the guard's (and the host's) events. `graders`: the grader's own scripts
     (written.grader_text): a planted file they spell out whole is the grader's, listed, not found."""
     findings: list[Finding] = []
@@ -80,8 +82,8 @@ def read(events: list[dict[str, Any]], contract_classes: set[str],
             graders_files.append(str(e.get("evidence", ""))[:300])
         elif kind == "finding" and isinstance(e.get("family"), str):
             rule = str(e.get("rule") or "")  # its family from the table (the event's own only for an unknown rule)
-            findings.append(Finding(rule=rule, family="" if rule in RULES else e["family"], evidence=str(e.get("evidence", ""))[:300],
-                                    screen="runtime"))
+            findings.append(Finding(rule=rule, family="" if rule in RULES else e["family"],
+                                    evidence=str(e.get("evidence", ""))[:300], screen="runtime"))
         elif kind == "call" and e.get("role") == "candidate":
             fn = str(e.get("fn"))
             calls[fn] = max(calls.get(fn, 0), int(e.get("n") or 0))
@@ -92,13 +94,14 @@ def read(events: list[dict[str, Any]], contract_classes: set[str],
             if lazy and fn not in lazy_seen and not contract and (
                     str(lazy) in LAZY_BUILTINS or str(lazy).rsplit(".", 1)[-1] not in contract_classes):
                 lazy_seen.add(fn)
-                findings.append(Finding(rule="guard.lazy_output", evidence=f"{fn} returned a {lazy} (call {e.get('n')})",
-                                        screen="runtime"))
+                findings.append(Finding(rule="guard.lazy_output",
+                                        evidence=f"{fn} returned a {lazy} (call {e.get('n')})", screen="runtime"))
     for fn, ns in left.items():
         # a pool's workers start once; a thread still running after call after call is work left behind
         if len(ns) >= 2:
             findings.append(Finding(rule="guard.threads_left", screen="runtime",
-                                    evidence=f"{fn} left threads running when it returned (calls {', '.join(map(str, ns[:5]))})"))
+                                    evidence=f"{fn} left threads running when it returned (calls "
+                                             f"{', '.join(map(str, ns[:5]))})"))
     spent = {"on": sum(float(e.get("seconds") or 0) for e in events if e.get("kind") == "on"),
              "calls": sum(float(e.get("calls_seconds") or 0) for e in events if e.get("kind") == "end"),
              "exit": sum(float(e.get("exit_seconds") or 0) for e in events if e.get("kind") == "end")}

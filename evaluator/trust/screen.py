@@ -94,23 +94,26 @@ class TrustScreen:
             found, checks["static"] = static.screen(g.files, baseline)
             findings += found
         if run is not None and self.config.runtime:
-            found, checks["runtime"] = runtime.read(run.trust_events, runtime.baseline_classes(baseline), callables, g.graders)
+            found, checks["runtime"] = runtime.read(run.trust_events, runtime.baseline_classes(baseline), callables,
+                                                    g.graders)
             findings += found
         reference, implausible, capped = self._plausibility(g)
         checks["plausibility"] = {"speedup": speedup, "reference": reference, "ratio": self.config.plausibility_ratio,
-                                  "implausible": implausible, "reward_cap": anchor ** 2 if anchor and anchor > 1 else None,
-                                  "at_reward_cap": capped}
+                                  "implausible": implausible,
+                                  "reward_cap": anchor ** 2 if anchor and anchor > 1 else None, "at_reward_cap": capped}
         # Probes for what could become a result: correct, and faster than the baseline (or of
         # unknown speed); a grading no faster than the baseline gains nothing from a cheat.
         worth = self._gains(g, implausible or capped)
         deferred = bool(worth and run is not None and self.config.probes and prober is not None
                         and self._defers(g, implausible or capped))
         far = None  # a figure pesflow's own clock comes short of, for a person (not_reproduced)
-        if profile:  # the baseline's profile beside the candidate's: only the frozen baseline's, never the package's reference's
+        # the baseline's profile beside the candidate's: only the frozen baseline's, never the package's reference's
+        if profile:
             profile = {**profile, "baseline_texts": {t for t in baseline.values() if t}}
         if deferred:
             checks["probes"] = {"ran": False, "deferred": True,
-                                "why": f"deferred: the figure {speedup:.4g} does not pass the search's best so far, {g.bar:.4g}"}
+                                "why": f"deferred: the figure {speedup:.4g} does not pass the "
+                                       f"search's best so far, {g.bar:.4g}"}
         if run is not None and self.config.probes and g.correct and prober is not None and worth and not deferred:
             # every probe only for an implausible figure with nothing found yet: a grading already
             # suspect needs no more evidence than the quick probes give, nor their minute
@@ -120,18 +123,20 @@ class TrustScreen:
             full = (implausible or capped) and not findings
             found, checks["probes"] = probe_run.probe(
                 run, g.references or {}, full, self._budget(full), prober, g.log_dir, callables, g.graders, profile,
-                reproduce={"budget_sec": self.config.reproduce_sec, "baseline_texts": {t for t in baseline.values() if t}}
+                reproduce={"budget_sec": self.config.reproduce_sec,
+                           "baseline_texts": {t for t in baseline.values() if t}}
                 if reproduce else None)
             findings += found
             if reproduce and isinstance(checks["probes"].get("pace"), list):
                 miss, far, checks["probes"]["reproduced"] = not_reproduced(
-                    checks["probes"]["pace"], float(speedup or 0), self.config.reproduce_ratio, self.config.reproduce_suspect_ratio)
+                    checks["probes"]["pace"], float(speedup or 0), self.config.reproduce_ratio,
+                    self.config.reproduce_suspect_ratio)
                 findings += [miss] if miss else []
             if g.warm_key and checks["probes"].get("ran") and not checks["probes"].get("error"):
                 self.seen.keep_import_cost(g.warm_key, checks["probes"])
         elif run is not None and self.config.probes and prober is not None and profile:  # asked for a correct one only
-            probe_run.probe(run, g.references or {}, False, self._budget(False), prober, g.log_dir, callables, g.graders, profile,
-                            only_profile=True)
+            probe_run.probe(run, g.references or {}, False, self._budget(False), prober, g.log_dir, callables,
+                            g.graders, profile, only_profile=True)
         if mode == "oracle" and speedup and not findings:
             self.seen.keep_oracle(g.task_key, speedup)
         trust = Trust.of(findings, checks, needs_review=bool(implausible or capped or far))
@@ -142,8 +147,8 @@ class TrustScreen:
             trust.reasons = [f"{REVIEW}: speedup {speedup:.4g} is over {self.config.plausibility_ratio:g}x the "
                              f"reference's {reference:.4g} and passed every probe; a person should look"]
         elif trust.needs_review:
-            trust.reasons = [f"{AT_REWARD_CAP}: speedup {speedup:.4g} reaches the benchmark's reward cap (the anchor squared) "
-                             f"and passed every probe; a person should look"]
+            trust.reasons = [f"{AT_REWARD_CAP}: speedup {speedup:.4g} reaches the benchmark's "
+                             "reward cap (the anchor squared) and passed every probe; a person should look"]
         return trust
 
     def _plausibility(self, g: Graded) -> tuple[float | None, bool, bool]:
@@ -156,8 +161,8 @@ class TrustScreen:
         # on the package's own scale: the benchmark's reward is capped at a speedup of the anchor
         # squared, which can lie under the ratio's line (an anchor under 3): a cheat would take the
         # whole reward there unflagged, so a figure there needs a person too
-        capped = bool(self.config.review_at_reward_cap and g.mode != "oracle" and g.baseline_scale and speedup and anchor
-                      and anchor > 1 and speedup >= anchor ** 2 and not implausible)
+        capped = bool(self.config.review_at_reward_cap and g.mode != "oracle" and g.baseline_scale and speedup
+                      and anchor and anchor > 1 and speedup >= anchor ** 2 and not implausible)
         return reference, implausible, capped
 
     def gains(self, g: Graded) -> bool:
@@ -193,7 +198,8 @@ def deferrable(figure: float | None, bar: float | None) -> bool:
     return bar is not None and figure is not None and figure <= bar
 
 
-def not_reproduced(rows: list[Any], speedup: float, review: float, suspect: float) -> tuple[Finding | None, str | None, float | None]:
+def not_reproduced(rows: list[Any], speedup: float, review: float,
+                   suspect: float) -> tuple[Finding | None, str | None, float | None]:
     """(a finding or None, a review reason or None, pesflow's own ratio): the grader's speedup over
     the baseline against pesflow's timing of the same calls (pesflow_probe_pace.py). A workload's
     figure is no larger than its best case's, so the largest of pesflow's ratios is the one to
@@ -206,8 +212,8 @@ def not_reproduced(rows: list[Any], speedup: float, review: float, suspect: floa
     if not ratios:
         return None, None, None
     mine = max(ratios)
-    said = f"the grader's speedup {speedup:.4g}; pesflow's own clock, timing candidate and baseline on the timing pass's inputs, " \
-           f"{mine:.4g} at most ({len(ratios)} calls)"
+    said = (f"the grader's speedup {speedup:.4g}; pesflow's own clock, timing candidate and baseline on the timing "
+            f"pass's inputs, {mine:.4g} at most ({len(ratios)} calls)")
     if speedup > suspect * max(mine, 1.0):
         return Finding(rule="probe.speed_not_reproduced", screen="probe", evidence=said), None, round(mine, 4)
     if speedup > review * max(mine, 1.0):

@@ -13,7 +13,8 @@ import ast
 import re
 
 from evaluator.trust.findings import Finding
-from evaluator.trust.inside import pesflow_rules as rules  # the rules and vocabularies the guard inside the grading reads too
+# the rules and vocabularies the guard inside the grading reads too
+from evaluator.trust.inside import pesflow_rules as rules
 
 # replacing any of these replaces the clock or the synchronization the harness measures with
 TIMER, TIMER_MODULES = rules.TIMERS, rules.TIMER_MODULES  # swapped whole, or a computed name of one of the modules
@@ -32,15 +33,18 @@ SPAWN = tuple("subprocess os.system os.popen os.posix_spawn os.posix_spawnp mult
               .split()) + tuple(f"os.{k}{s}" for k in ("exec", "spawn") for s in "l le lp lpe v ve vp vpe".split())
 SETTERS = tuple("setattr builtins.setattr object.__setattr__ type.__setattr__ delattr builtins.delattr "
                 "object.__delattr__ type.__delattr__".split())
-ENV_READS = tuple("os.getenv os.getenvb os.environ.get os.environ.setdefault os.environ.pop os.environ.__getitem__".split())
+ENV_READS = tuple("os.getenv os.getenvb os.environ.get os.environ.setdefault "
+                  "os.environ.pop os.environ.__getitem__".split())
 # every variable (the grader's too) or every module (the harness's too): (rule, what) by what is walked
-WALKS = {"os.environ": ("static.environ_walked", "os.environ enumerated"), "sys.modules": ("static.modules_walked", "sys.modules walked")}
+WALKS = {"os.environ": ("static.environ_walked", "os.environ enumerated"),
+         "sys.modules": ("static.modules_walked", "sys.modules walked")}
 GRADER_ENV = re.compile(rules.GRADER_VAR_WRITTEN, re.I)
 HONEST_ENV = rules.HONEST_VAR_PREFIXES
 GRADER_PATHS = re.compile(rules.GRADER_PATH_WRITTEN)
 CODE_ATTRS = ("__code__", "__defaults__", "__kwdefaults__")
 IDENT_CALLS = ("data_ptr", "tobytes", "unsafe_ptr")  # an argument's address or bytes, as a cache key
-WEAKDICTS, LOOKUPS = ("weakref.WeakKeyDictionary", "weakref.WeakValueDictionary"), ("get", "setdefault", "pop", "__getitem__")
+WEAKDICTS, LOOKUPS = (("weakref.WeakKeyDictionary", "weakref.WeakValueDictionary"),
+                      ("get", "setdefault", "pop", "__getitem__"))
 COMPUTED, FUNCS = "<computed>", (ast.FunctionDef, ast.AsyncFunctionDef)
 WATCHED = TIMER + GUARD + FRAME_REFS + GC_REFS + ARGV  # what `from gc import *` brings that matters here
 
@@ -71,7 +75,8 @@ def _walk_values(n: ast.AST):
         inner = inner.value
     lookup = (isinstance(n, ast.Subscript) and not (isinstance(inner, ast.Attribute) and "interface" in inner.attr)) \
         or (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in LOOKUPS)
-    if not lookup and not isinstance(n, ast.Compare) and not (isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mod, ast.BitAnd))):
+    if (not lookup and not isinstance(n, ast.Compare)
+        and not (isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mod, ast.BitAnd)))):
         for c in ast.iter_child_nodes(n):
             yield from _walk_values(c)
 
@@ -81,8 +86,10 @@ def _imports(n: ast.AST) -> dict[str, str]:
         return {a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0] for a in n.names}
     if isinstance(n, ast.ImportFrom):
         mod = "." * (n.level or 0) + (n.module or "")  # relative: '.x', the candidate's own package
-        star = {w.rpartition(".")[2]: w for w in WATCHED if w.rpartition(".")[0] == mod} if "*" in [a.name for a in n.names] else {}
-        return star | {a.asname or a.name: f"{mod}.{a.name}" if n.module else mod + a.name for a in n.names if a.name != "*"}
+        star = ({w.rpartition(".")[2]: w for w in WATCHED if w.rpartition(".")[0] == mod}
+                if "*" in [a.name for a in n.names] else {})
+        return (star | {a.asname or a.name: f"{mod}.{a.name}" if n.module else mod + a.name
+                        for a in n.names if a.name != "*"})
     return {}
 
 
@@ -173,7 +180,8 @@ class _Reader(ast.NodeVisitor):
 
     def _fold_call(self, n: ast.Call, wild: bool, d: int) -> str | None:
         f, args, name = n.func, n.args, self.fname(n.func)
-        if wild and (name in ("os.path.join", "posixpath.join") or name.startswith("pathlib.") or name.endswith(".joinpath")):
+        if (wild and (name in ("os.path.join", "posixpath.join") or name.startswith("pathlib.")
+                      or name.endswith(".joinpath"))):
             return "/".join(self.fold(a, True, d) for a in ([f.value] if name.endswith(".joinpath") else []) + args)
         base = self.fold(f.value, False, d) if isinstance(f, ast.Attribute) else None
         if base is None or n.keywords:
@@ -199,7 +207,8 @@ class _Reader(ast.NodeVisitor):
             return None
         if _under(q, TIMER) or q in TIMER_MODULES or (last in (COMPUTED, "*") and base in TIMER_MODULES):
             return "static.timer_assigned"
-        # any other module's attribute (builtins, __main__, numpy.allclose, torch.testing, the harness's): not the candidate's
+        # any other module's attribute (builtins, __main__, numpy.allclose, torch.testing, the harness's): not the
+        # candidate's
         return None if _under(q, HONEST_TARGETS) else "static.harness_assigned"
 
     def patched(self, q: str | None, how: str, node: ast.AST) -> None:
@@ -244,7 +253,8 @@ class _Reader(ast.NodeVisitor):
             if isinstance(c, ast.Call) and self.fname(c.func) in ("vars", "builtins.vars") and c.args else \
             cq if cq == "builtins" else None
         for k in (keys or [None]) if base else []:
-            self.patched(f"{base}.{k if isinstance(k, str) else self.fold(k) or COMPUTED}", f"{how} in its namespace", node)
+            self.patched(f"{base}.{k if isinstance(k, str) else self.fold(k) or COMPUTED}", f"{how} in its namespace",
+                         node)
 
     def visit_Assign(self, n: ast.Assign | ast.AugAssign | ast.AnnAssign | ast.Delete) -> None:
         value = getattr(n, "value", None)
@@ -274,7 +284,8 @@ class _Reader(ast.NodeVisitor):
         for _, value in ast.iter_fields(node):
             if isinstance(value, ast.AST):
                 self.visit(value)
-            elif isinstance(value, list) and value and isinstance(value[0], ast.stmt) and not isinstance(node, ast.Module):
+            elif (isinstance(value, list) and value and isinstance(value[0], ast.stmt)
+                  and not isinstance(node, ast.Module)):
                 self._stmts(value, keep=not isinstance(node, (*FUNCS, ast.ClassDef)))  # a def's body keeps nothing
             elif isinstance(value, list):
                 for item in (x for x in value if isinstance(x, ast.AST)):
@@ -294,7 +305,8 @@ class _Reader(ast.NodeVisitor):
         self.alias.update(_imports(n))
         mods = [getattr(n, "module", None) or "", *(a.name for a in n.names)]
         for m in [m for m in mods if "pesflow" in m.lower()] + ["__main__"] * ("__main__" in mods):
-            self.hit(*(("static.main_imported", "imports __main__") if m == "__main__" else ("static.pesflow_imported", f"imports {m}")), n)
+            self.hit(*(("static.main_imported", "imports __main__") if m == "__main__"
+                       else ("static.pesflow_imported", f"imports {m}")), n)
         for a in n.names if isinstance(n, ast.ImportFrom) and not n.level else []:
             if f"{n.module}.{a.name}" not in ARGV:  # from sys import _getframe names it here (argv: its reads count)
                 self.ref(f"{n.module}.{a.name}", n)
@@ -319,7 +331,8 @@ class _Reader(ast.NodeVisitor):
         self.generic_visit(n)
 
     def visit_Compare(self, n: ast.Compare) -> None:
-        if any(isinstance(op, (ast.In, ast.NotIn)) and self.q(c) == "os.environ" for op, c in zip(n.ops, n.comparators)):
+        if any(isinstance(op, (ast.In, ast.NotIn)) and self.q(c) == "os.environ"
+               for op, c in zip(n.ops, n.comparators)):
             self.env_read(n.left, n)
         self.generic_visit(n)
 
@@ -353,15 +366,18 @@ class _Reader(ast.NodeVisitor):
                 self.patched(f"{obj}.{self.fold(a[1]) or COMPUTED}" if obj else self.fold(a[0]), "patched with mock", n)
         elif meth in ("update", "setdefault", "__setitem__") and self.q(n.func.value) != "os.environ":
             keys = [k.arg for k in n.keywords if k.arg] + [k for d in a[:1] for k in (
-                d.keys if isinstance(d, ast.Dict) else [] if meth == "update" else [d])]  # update({..}) / setdefault(k, v)
+                # update({..}) / setdefault(k, v)
+                d.keys if isinstance(d, ast.Dict) else [] if meth == "update" else [d])]
             self.dict_write(n.func.value, keys, n, "written")
         if f in ENV_READS:
             self.env_read(a[0] if a else None, n)
         elif _under(f, SPAWN):
             self._spawn(n, f)
         elif f in ("exec", "eval", "compile", "builtins.exec", "builtins.eval") and a and self.fold(a[0]):
-            hits = _read(self.fold(a[0]), self.own, self.alias)  # exec of a literal text: read too, hits on the exec's line
-            self.hits += [(rule, f"{what} in exec'd text", n.lineno) for rule, what, _ in (hits if isinstance(hits, list) else [])]
+            # exec of a literal text: read too, hits on the exec's line
+            hits = _read(self.fold(a[0]), self.own, self.alias)
+            self.hits += [(rule, f"{what} in exec'd text", n.lineno)
+                          for rule, what, _ in (hits if isinstance(hits, list) else [])]
         self.generic_visit(n)
 
     def _setattr(self, n: ast.Call, f: str, meth: str) -> None:
@@ -372,7 +388,8 @@ class _Reader(ast.NodeVisitor):
         elif meth == "setattr" and len(a) == 2 and "." in (self.fold(a[0]) or ""):
             return self.patched(self.fold(a[0]), how, n)  # monkeypatch.setattr('time.time', f)
         if obj is not None:  # setattr(m, 'x', v) is m.x = v
-            self.store(ast.Attribute(value=obj, attr=self.fold(name) or COMPUTED, ctx=ast.Store(), lineno=n.lineno), how)
+            self.store(ast.Attribute(value=obj, attr=self.fold(name) or COMPUTED, ctx=ast.Store(), lineno=n.lineno),
+                       how)
 
     def _spawn(self, n: ast.Call, f: str) -> None:
         """A python started with -S: no site-packages, so none of the guard they bring (rules.skips_site)."""
@@ -387,8 +404,9 @@ class _Reader(ast.NodeVisitor):
         args = n.args.posonlyargs + n.args.args + n.args.kwonlyargs
         params = {x.arg for x in args + [v for v in (n.args.vararg, n.args.kwarg) if v]} - {"self", "cls"}
         tensors = [x.arg for x in args if x.annotation and re.search(r"Tensor|ndarray", ast.unparse(x.annotation))]
-        if tensors and any(self.q(d.func if isinstance(d, ast.Call) else d) in ("functools.lru_cache", "functools.cache")
-                           for d in n.decorator_list):  # lru_cache keys a tensor by its identity: the kept result
+        if tensors and any(
+                self.q(d.func if isinstance(d, ast.Call) else d) in ("functools.lru_cache", "functools.cache")
+                for d in n.decorator_list):  # lru_cache keys a tensor by its identity: the kept result
             self.hit("static.tensor_lru_cache", f"lru_cache on {n.name}({tensors[0]}: a tensor)", n)
         self._cached(n, params, set(tensors))
         self.generic_visit(n)
@@ -399,7 +417,8 @@ class _Reader(ast.NodeVisitor):
             arg = s.args[0] if fn is not None and s.args else None
             if isinstance(s, ast.Name) and s.id in tainted:
                 return tainted[s.id]
-            if isinstance(fn, ast.Name) and fn.id == "id" and isinstance(arg, (ast.Name, ast.Attribute)) and _root(arg) in params:
+            if (isinstance(fn, ast.Name) and fn.id == "id" and isinstance(arg, (ast.Name, ast.Attribute))
+                and _root(arg) in params):
                 return f"id({ast.unparse(arg)})"
             if isinstance(fn, ast.Attribute) and fn.attr in IDENT_CALLS and _root(fn.value) in params:
                 return f"{_root(fn.value)}.{fn.attr}()"
@@ -438,8 +457,9 @@ class _Reader(ast.NodeVisitor):
             # a key with the argument's in-place version counter (x._version) misses once the argument is
             # written: a staged copy of the input, not an output kept blind
             keyed = [key] + [v for nm in ast.walk(key) if isinstance(nm, ast.Name) for v in bound.get(nm.id, [])]
-            if not why or any(isinstance(x, ast.Attribute) and x.attr == "_version" and _root(x) in params
-                              for e in keyed for x in ast.walk(e)) or any(id(s) in inside.get(nm, ()) for nm in replayed):
+            if (not why or any(isinstance(x, ast.Attribute) and x.attr == "_version" and _root(x) in params
+                               for e in keyed for x in ast.walk(e))
+                    or any(id(s) in inside.get(nm, ()) for nm in replayed)):
                 continue
             if id(s) in ret_nodes or any(id(s) in inside.get(nm, ()) for nm in ret_names):
                 return self.hit("static.identity_keyed_cache", f"a cache keyed by {why} handed back by {fn.name}()", s)

@@ -43,7 +43,8 @@ def figure_kind(metric_kind: str | None, timing_metric: str | None) -> tuple[str
         return "timed", "the package declares no metric: the format's figure is a timed ratio"
     counted = [m for m in declared if not metric_is_timed(m)]
     if counted:
-        return "counted", f"the package's metric {counted[0]!r} is a count, which code put into its process would change"
+        return ("counted",
+                f"the package's metric {counted[0]!r} is a count, which code put into its process would change")
     return "timed", f"the package's metric {declared[0]!r} is a time"
 
 

@@ -51,8 +51,9 @@ def scan_command(python: str, walk: list[tuple[Path, str]], image: list[tuple[Pa
     writable path), less the candidate's own files (`skip`, candidate_paths). The scan is
     evaluator/programs/written_scan.py, run by the host's `python` (-I -S) with every process of
     the grading dead, without following links; it names the files as sandbox paths."""
-    spec = {"walk": [[str(h), w] for h, w in walk], "image": [[str(u), w, [str(x) for x in lows]] for u, w, lows in image],
-            "skip": sorted(skip), "max_found": MAX_FOUND, "max_text": MAX_TEXT}
+    spec = {"walk": [[str(h), w] for h, w in walk],
+            "image": [[str(u), w, [str(x) for x in lows]] for u, w, lows in image], "skip": sorted(skip),
+            "max_found": MAX_FOUND, "max_text": MAX_TEXT}
     return f"{q(python)} -I -S {q(WRITTEN_SCAN)} {q(out)} {q(RULE_FILE)} {q(json.dumps(spec))}"
 
 
@@ -61,8 +62,9 @@ def read_scan(out: Path) -> list[dict[str, Any]] | None:
     stopped before it ran)."""
     try:
         got = json.loads(out.read_text())
-        return events([(str(f[0]), bool(f[1])) for f in got["found"]], [f[2] if len(f) > 2 else None for f in got["found"]]) + \
-            image_events([(str(p), bool(r)) for p, r in got.get("image") or []])
+        return (events([(str(f[0]), bool(f[1])) for f in got["found"]],
+                       [f[2] if len(f) > 2 else None for f in got["found"]])
+                + image_events([(str(p), bool(r)) for p, r in got.get("image") or []]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -112,7 +114,8 @@ def from_changes(changes: Iterable[tuple[str, int]], writable: list[str], skip: 
     read_scan gives them for the local backend's scan)."""
     changes = list(changes)
     found = startup_changes(changes)
-    return events(found, [(texts or {}).get(p) for p, _ in found]) + image_events(image_changes(changes, writable, skip))
+    return (events(found, [(texts or {}).get(p) for p, _ in found])
+            + image_events(image_changes(changes, writable, skip)))
 
 
 def image_events(changed: list[tuple[str, bool]]) -> list[dict[str, Any]]:
@@ -130,8 +133,9 @@ def events(found: list[tuple[str, bool]], texts: list[str | None] | None = None)
     with its text where the scan read it (graders_own)."""
     texts = texts or [None] * len(found)
     return [{"kind": "finding", "rule": "written.startup_file", "family": family("written.startup_file"), "via": "host",
-             "evidence": f"{path}, a file interpreters run at start, was {'removed' if removed else 'written'} during the "
-                         "grading (found on its writable layer after the grader)", **({"text": text} if text else {})}
+             "evidence": f"{path}, a file interpreters run at start, was "
+                         f"{'removed' if removed else 'written'} during the grading (found on its writable layer after "
+                         "the grader)", **({"text": text} if text else {})}
             for (path, removed), text in zip(found, texts)]
 
 
@@ -153,7 +157,8 @@ def grader_text(task_root: Path) -> str:
                 dirs[:] = [d for d in dirs if d != "repo"]
             found += [Path(top) / n for n in names]
         for p in sorted(found):
-            if not (p.is_file() and not p.is_symlink() and (p.suffix in _GRADER_SUFFIXES or p.name.startswith("Dockerfile"))):
+            if not (p.is_file() and not p.is_symlink()
+                    and (p.suffix in _GRADER_SUFFIXES or p.name.startswith("Dockerfile"))):
                 continue
             try:
                 data = p.read_bytes()[:1 << 20].decode("utf-8", "replace")
@@ -176,9 +181,12 @@ def graders_own(text: str | None, graders: str) -> bool:
 # For a backend that can only run commands in the grading's machine (Modal): its startup-named
 # files with their inode change times, listed before the grader and after; one added, changed
 # (a ctime cannot be set back) or gone is one the grading wrote or removed.
-STARTUP_NAMES = "\\( -name 'sitecustomize*' -o -name 'usercustomize*' -o -name 'pesflow_*' -o -name '*.pth' \\)"  # find's test
-LIST_STARTUP = f"find / /tmp /var/tmp /dev/shm -xdev {STARTUP_NAMES} -not -path '/proc/*' -printf '%p\\t%C@\\n' 2>/dev/null; true"
-READ_TEXT = ("head", "-c", str(MAX_TEXT + 1), "--")  # the argv, less the path, that reads a found file's text in a sandbox
+# find's test
+STARTUP_NAMES = "\\( -name 'sitecustomize*' -o -name 'usercustomize*' -o -name 'pesflow_*' -o -name '*.pth' \\)"
+LIST_STARTUP = (f"find / /tmp /var/tmp /dev/shm -xdev {STARTUP_NAMES} -not -path '/proc/*' -printf "
+                "'%p\\t%C@\\n' 2>/dev/null; true")
+# the argv, less the path, that reads a found file's text in a sandbox
+READ_TEXT = ("head", "-c", str(MAX_TEXT + 1), "--")
 
 
 def listing_changes(before: str, after: str) -> list[tuple[str, bool]]:

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from agent.readers.loongflow.trace import Checkpoint, LFSolution, Trace, TraceReport, _TOL, as_int, as_number, failure_kind, fmt_number, read_trace
+from agent.readers.loongflow.trace import (Checkpoint, LFSolution, Trace, TraceReport, _TOL, as_int, as_number,
+                                           failure_kind, fmt_number, read_trace)
 
 def merged_solutions(trace: Trace) -> tuple[dict[str, LFSolution], list[str]]:
     """Every solution any checkpoint holds (its latest version), and code that changed between checkpoints."""
@@ -144,7 +145,8 @@ def _audit_parents(union: dict[str, LFSolution], r: TraceReport) -> _Chains:
     roots = [i for i in _chrono(union) if not union[i].parent_id]
     orphans = [i for i in _chrono(union) if union[i].parent_id and union[i].parent_id not in union]
     for sid in orphans:
-        r.violations.append(f"solution {sid}: parent {union[sid].parent_id} is in no checkpoint (the parent chain is broken)")
+        r.violations.append(f"solution {sid}: parent {union[sid].parent_id} is in no "
+                            "checkpoint (the parent chain is broken)")
     for c in cycles:
         r.violations.append(f"parent cycle: {' -> '.join(c)}")
     depth: dict[str, int] = {}
@@ -174,7 +176,8 @@ def _audit_failures(trace: Trace, union: dict[str, LFSolution], r: TraceReport) 
         r.findings.append(f"evaluator: {len(trace.evaluations)} dirs, "
                           f"{sum(1 for e in trace.evaluations if e.result is not None)} "
                           f"with a result ({', '.join(f'{k} {n}' for k, n in sorted(ev_kinds.items()))}); "
-                          f"{tied} evaluated a stored solution's code, {len(trace.evaluations) - tied} did not (attempts not kept)")
+                          f"{tied} evaluated a stored solution's code, "
+                          f"{len(trace.evaluations) - tied} did not (attempts not kept)")
     return _Failures(kinds, by_kind, ev_kinds, passed)
 
 
@@ -183,7 +186,8 @@ def _audit_scores(union: dict[str, LFSolution], r: TraceReport) -> None:
     for sid in _chrono(union):
         s, es = union[sid], as_number(union[sid].evaluation.get("score"))
         if es is not None and s.score is not None and not math.isclose(es, s.score, rel_tol=1e-6, abs_tol=_TOL):
-            r.findings.append(f"solution {sid}: score {fmt_number(s.score)} differs from its evaluation's score {fmt_number(es)}")
+            r.findings.append(f"solution {sid}: score {fmt_number(s.score)} differs from its "
+                              f"evaluation's score {fmt_number(es)}")
 
 
 def _trajectory(trace: Trace, union: dict[str, LFSolution]) -> list[dict[str, Any]]:
@@ -194,7 +198,8 @@ def _trajectory(trace: Trace, union: dict[str, LFSolution]) -> list[dict[str, An
         pool = dict(cp.solutions)
         if cp.best is not None:
             pool.setdefault(cp.best.solution_id, cp.best)
-        scored = [(s.score, sid) for sid, s in pool.items() if s.score is not None and failure_kind(s.evaluation, s.score) is None]
+        scored = [(s.score, sid) for sid, s in pool.items()
+                  if s.score is not None and failure_kind(s.evaluation, s.score) is None]
         top = max(scored, key=lambda t: (t[0], -rank.get(t[1], 0)), default=None)  # the earliest on a tie
         trajectory.append({"iteration": cp.iteration, "checkpoint": cp.name, "solutions": len(cp.solutions),
                            "best_id": top[1] if top else None, "best_score": top[0] if top else None})
@@ -204,7 +209,8 @@ def _trajectory(trace: Trace, union: dict[str, LFSolution]) -> list[dict[str, An
 def _audit_trajectory(trajectory: list[dict[str, Any]], r: TraceReport) -> None:
     if trajectory:
         r.findings.append("score trajectory (best per checkpoint iteration): "
-                          + ", ".join(f"{t['iteration']}: {fmt_number(t['best_score'])} ({t['best_id']})" for t in trajectory))
+                          + ", ".join(f"{t['iteration']}: {fmt_number(t['best_score'])} ({t['best_id']})"
+                                      for t in trajectory))
     for a, b in zip(trajectory, trajectory[1:]):
         if a["best_score"] is not None and (b["best_score"] is None or b["best_score"] < a["best_score"] - _TOL):
             r.findings.append(f"best score falls from {fmt_number(a['best_score'])} at {a['checkpoint']} to "
@@ -220,7 +226,8 @@ def _by_iteration(union: dict[str, LFSolution], kinds: dict[str, str | None]) ->
         ok = [union[i].score for i in ids if kinds[i] is None and union[i].score is not None]
         best = max(ok, default=None)
         running = best if running is None or (best is not None and best > running) else running
-        by_iteration.append({"iteration": k, "solutions": len(ids), "passed": len(ok), "best_score": best, "running_best": running})
+        by_iteration.append({"iteration": k, "solutions": len(ids), "passed": len(ok), "best_score": best,
+                             "running_best": running})
     return by_iteration
 
 
@@ -245,12 +252,15 @@ def _audit_layout(trace: Trace, union: dict[str, LFSolution], r: TraceReport) ->
             V.append(f"iteration/{d.k} has no {', no '.join(m + '/' for m in d.missing)}")
     if trace.iteration_dir is not None:
         have = {d.k for d in trace.iterations}
-        wanted = {s.iteration for s in union.values() if s.iteration is not None} | {cp.iteration for cp in trace.checkpoints}
+        wanted = ({s.iteration for s in union.values() if s.iteration is not None}
+                  | {cp.iteration for cp in trace.checkpoints})
         absent = sorted(k for k in wanted - have if k > 0)
         if absent:
-            V.append(f"iteration/ has no folder for iteration(s) {_some(map(str, absent))}, which solutions or checkpoints name")
+            V.append(f"iteration/ has no folder for iteration(s) {_some(map(str, absent))}, "
+                     "which solutions or checkpoints name")
     for what, bad in (
-        ("no result file (evaluation_result.json or result.json)", [e.name for e in trace.evaluations if e.result_file is None]),
+        ("no result file (evaluation_result.json or result.json)",
+         [e.name for e in trace.evaluations if e.result_file is None]),
         ("no llm_code_*.py", [e.name for e in trace.evaluations if e.code_file is None]),
         ("no evaluation_process.log", [e.name for e in trace.evaluations if not e.has_log]),
     ):
@@ -281,7 +291,8 @@ def _audit_checkpoint(cp: Checkpoint, union: dict[str, LFSolution], r: TraceRepo
         meta_best = (cp.metadata or {}).get("best_solution_id")
         if meta_best and meta_best != b.solution_id:
             V.append(f"checkpoint {cp.name}: best_solution.json is {b.solution_id} but metadata names {meta_best}")
-        valid = {sid: s.score for sid, s in cp.solutions.items() if s.score is not None and failure_kind(s.evaluation, s.score) is None}
+        valid = {sid: s.score for sid, s in cp.solutions.items()
+                 if s.score is not None and failure_kind(s.evaluation, s.score) is None}
         if valid:
             top_id = max(valid, key=lambda i: valid[i])  # type: ignore[arg-type, return-value]
             if b.score is None or valid[top_id] > b.score + _TOL:  # type: ignore[operator]
@@ -302,18 +313,21 @@ def _audit_checkpoint(cp: Checkpoint, union: dict[str, LFSolution], r: TraceRepo
         return
     # counts
     n_files = len(cp.solutions)
-    n_valid = sum(1 for s in cp.solutions.values() if s.score)  # LoongFlow: a solution without a (non-zero) score is not valid
+    # LoongFlow: a solution without a (non-zero) score is not valid
+    n_valid = sum(1 for s in cp.solutions.values() if s.score)
     tg, tv = as_int(meta.get("total_generated_solutions")), as_int(meta.get("total_valid_solutions"))
     if tg is not None and tg != n_files:
         V.append(f"checkpoint {cp.name}: metadata says {tg} solutions generated; solutions/ holds {n_files}")
     if tv is not None and tv != n_valid:
-        V.append(f"checkpoint {cp.name}: metadata says {tv} valid solutions; solutions/ holds {n_valid} with a non-zero score")
+        V.append(f"checkpoint {cp.name}: metadata says {tv} valid solutions; solutions/ holds "
+                 f"{n_valid} with a non-zero score")
     islands = meta.get("islands") or []
     cap = meta.get("island_capacity")
     if isinstance(cap, list) and len(cap) == len(islands):
         for n, (c, members) in enumerate(zip(cap, islands)):
             if as_int(c) != len(members or []):
-                V.append(f"checkpoint {cp.name}: island_capacity[{n}] is {c} but islands[{n}] lists {len(members or [])}")
+                V.append(f"checkpoint {cp.name}: island_capacity[{n}] is {c} but "
+                         f"islands[{n}] lists {len(members or [])}")
     ibs = meta.get("island_best_solution")
     if isinstance(ibs, list) and islands and len(ibs) != len(islands):
         V.append(f"checkpoint {cp.name}: {len(islands)} islands but island_best_solution has {len(ibs)} entries")
@@ -325,9 +339,11 @@ def _audit_checkpoint(cp: Checkpoint, union: dict[str, LFSolution], r: TraceRepo
             continue
         (missing if sid in union else ghosts).setdefault(sid, []).append(where)
     for sid, wheres in missing.items():
-        V.append(f"checkpoint {cp.name}: metadata lists {sid} ({', '.join(dict.fromkeys(wheres))}) but solutions/{sid}.json is missing")
+        V.append(f"checkpoint {cp.name}: metadata lists {sid} ({', '.join(dict.fromkeys(wheres))}) but "
+                 f"solutions/{sid}.json is missing")
     for sid, wheres in ghosts.items():
-        V.append(f"checkpoint {cp.name}: metadata lists {sid} ({', '.join(dict.fromkeys(wheres))}), which is no solution in the trace")
+        V.append(f"checkpoint {cp.name}: metadata lists {sid} ({', '.join(dict.fromkeys(wheres))}), "
+                 "which is no solution in the trace")
 
 
 def _island_count(trace: Trace, union: dict[str, LFSolution]) -> int:
@@ -344,4 +360,5 @@ def _match_evaluations(trace: Trace, union: dict[str, LFSolution]) -> dict[str, 
     for sid in _chrono(union):
         exact.setdefault(union[sid].solution, sid)
         loose.setdefault(union[sid].solution.strip(), sid)
-    return {e.name: (exact.get(e.code) or loose.get(e.code.strip())) if e.code is not None else None for e in trace.evaluations}
+    return {e.name: (exact.get(e.code) or loose.get(e.code.strip())) if e.code is not None else None
+            for e in trace.evaluations}

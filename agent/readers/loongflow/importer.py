@@ -17,8 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from agent.population.database import Population, PopulationConfig, Solution
-from agent.readers.loongflow.audit import _chrono, _island_count, _match_evaluations, audit_trace, merged_solutions, parent_order
-from agent.readers.loongflow.trace import Checkpoint, EvalRecord, LFSolution, LoongFlowError, ROLE_DIRS, Trace, TraceReport, _ID_BAD, as_number, failure_kind, fmt_number, read_json_file, read_trace
+from agent.readers.loongflow.audit import (_chrono, _island_count, _match_evaluations, audit_trace, merged_solutions,
+                                           parent_order)
+from agent.readers.loongflow.trace import (Checkpoint, EvalRecord, LFSolution, LoongFlowError, ROLE_DIRS, Trace,
+                                           TraceReport, _ID_BAD, as_number, failure_kind, fmt_number, read_json_file,
+                                           read_trace)
 from agent.rundir.journal import verify
 from agent.rundir.schema import VERSION, Event
 from agent.rundir.store import RunStore
@@ -166,14 +169,14 @@ class _Import:
         scope = sorted({p for s in src.union.values() for p in _files_of(s, src.file_name)}) or [src.file_name]
         self.store.update_run(run_id=out.name, pesflow=VERSION,
                               # No "path": there is no task package here, and readers skip what needs one.
-                              task={"name": src.task, "content_hash": None, "max_submissions": None, "reward_class": None,
-                                    "scope": scope},
+                              task={"name": src.task, "content_hash": None, "max_submissions": None,
+                                    "reward_class": None, "scope": scope},
                               source={"kind": "loongflow", "path": str(src.trace.root),
                                       "checkpoints": [c.name for c in src.trace.checkpoints],
                                       "baseline": src.baseline_from, "audit_violations": len(src.report.violations)},
                               seed=None, grader="loongflow", backend="loongflow", started=now, status="importing")
-        self.store.journal.append(Event.run_start, run_id=out.name, task=src.task, seed=None, grader="loongflow", models={},
-                                  source={"kind": "loongflow", "path": str(src.trace.root)})
+        self.store.journal.append(Event.run_start, run_id=out.name, task=src.task, seed=None, grader="loongflow",
+                                  models={}, source={"kind": "loongflow", "path": str(src.trace.root)})
         self.matched = _match_evaluations(src.trace, src.union)
         for e in src.trace.evaluations:
             if self.matched.get(e.name):
@@ -188,14 +191,16 @@ class _Import:
         kind = failure_kind(s.evaluation, s.score)
         parent = src.effective[sid]
         self.converted[sid] = Solution(
-            id=src.ids[sid], parent_id=src.ids[parent] if parent is not None else None, island=min(s.island_id, src.cfg.islands - 1),
+            id=src.ids[sid], parent_id=src.ids[parent] if parent is not None else None,
+            island=min(s.island_id, src.cfg.islands - 1),
             round=max(0, s.iteration if s.iteration is not None else fallback_round), files=files,
             content_hash=candidate_hash(files, src.baseline), status="ok" if kind is None else "hard_fail",
             speedup=s.score if s.score is not None and s.score > 0 else None, reward=None,
             hard_fail_reasons=[] if kind is None else [kind], plan=s.generate_plan, lessons=s.summary)
         return self.converted[sid]
 
-    def verdict(self, ev: dict[str, Any] | None, score: float | None, content_hash: str | None, rel: str) -> dict[str, Any]:
+    def verdict(self, ev: dict[str, Any] | None, score: float | None, content_hash: str | None,
+                rel: str) -> dict[str, Any]:
         kind = failure_kind(ev, score) if ev is not None else "no_result"  # the evaluator left no result file
         ev = ev or {}
         v = Verdict(task=self.src.task, mode="candidate", backend="loongflow", grader="loongflow",
@@ -215,7 +220,8 @@ class _Import:
         _copy_texts(self.store, e.path, rel)
         return rel
 
-    def record_verdict(self, rel: str, v: dict[str, Any], content_hash: str, label: str, candidate_id: str | None) -> None:
+    def record_verdict(self, rel: str, v: dict[str, Any], content_hash: str, label: str,
+                       candidate_id: str | None) -> None:
         self.store.write_json(f"{rel}/verdict.json", v)
         self.store.journal.append(Event.verdict, content_hash=content_hash, label=label, grader="loongflow",
                                   candidate_id=candidate_id, verdict=v)
@@ -225,7 +231,8 @@ class _Import:
         src, store = self.src, self.store
         s, sol = src.union[sid], self.pes(sid, fallback_round)
         parent = src.effective[sid]
-        extra = {} if (s.parent_id or None) == parent else {"loongflow_parent_id": s.parent_id, "parent_resolved": False}
+        extra = ({} if (s.parent_id or None) == parent else {"loongflow_parent_id": s.parent_id,
+                                                             "parent_resolved": False})
         store.journal.append(Event.candidate, id=sol.id, round=sol.round, parent_id=sol.parent_id, island=sol.island,
                              content_hash=sol.content_hash, status=sol.status, score=s.score, loongflow_id=sid, **extra)
         # As pesflow records a child: its diff against the parent (or the baseline) and its verdict.
@@ -279,7 +286,8 @@ class _Import:
             if sid in closure:
                 pop.add(self.pes(sid, k))
         best = pop.best()
-        self.best_by_round.append({"round": k, "best_id": best.id if best else None, "speedup": best.speedup if best else None})
+        self.best_by_round.append({"round": k, "best_id": best.id if best else None,
+                                   "speedup": best.speedup if best else None})
         d = f"checkpoints/round-{k:02d}"
         for name in ("best_solution.json", "metadata.json"):
             if (cp.path / name).is_file():
@@ -289,7 +297,8 @@ class _Import:
         store.write_json(f"{d}/pesflow_state.json", {
             "round": k, "next_round": k + 1, "population": pop.to_dict(), "rng_state": None, "memory": [],
             "scorings": {"dev": 0, "hidden": 0}, "graded": self.n_verdicts, "duplicates": 0,
-            "best_by_round": list(self.best_by_round), "totals": {"imported_from": "loongflow", "loongflow_checkpoint": cp.name},
+            "best_by_round": list(self.best_by_round),
+            "totals": {"imported_from": "loongflow", "loongflow_checkpoint": cp.name},
         })
         store.journal.append(Event.checkpoint, round=k, path=d, loongflow_checkpoint=cp.name)
         return pop
@@ -320,11 +329,12 @@ class _Import:
         best_sol = last_pop.best() if last_pop is not None else None
         if best_sol is None:
             return {"id": None, "speedup": None, "score": None, "reward": None, "grader": "loongflow"}
-        best = {"id": best_sol.id, "speedup": best_sol.speedup, "score": best_sol.speedup, "reward": None, "grader": "loongflow",
-                "loongflow_id": next(sid for sid, pid in src.ids.items() if pid == best_sol.id)}
+        best = {"id": best_sol.id, "speedup": best_sol.speedup, "score": best_sol.speedup, "reward": None,
+                "grader": "loongflow", "loongflow_id": next(sid for sid, pid in src.ids.items() if pid == best_sol.id)}
         for rel, text in best_sol.files.items():
             store.write(f"final/files/{rel}", text)
-        store.write("final/candidate.patch", Candidate(files=best_sol.files).diff(src.baseline))  # type: ignore[arg-type]
+        store.write("final/candidate.patch",
+                    Candidate(files=best_sol.files).diff(src.baseline))  # type: ignore[arg-type]
         store.write_json("final/verdict.json", self.primary[best["loongflow_id"]])
         last_cp = src.rounds[last_k]
         if last_cp.best is not None and last_cp.best.solution_id == best["loongflow_id"]:
@@ -356,10 +366,12 @@ def _report(trace: Trace, report: TraceReport, best: dict[str, Any], best_by_rou
             totals: dict[str, Any]) -> str:
     lines = [f"# Imported LoongFlow trace: {trace.root.name}", "",
              f"- source: {trace.root}",
-             f"- best: {best.get('loongflow_id') or best['id']} (score {fmt_number(best['score'])}); LoongFlow has no reward",
+             f"- best: {best.get('loongflow_id') or best['id']} (score "
+             f"{fmt_number(best['score'])}); LoongFlow has no reward",
              f"- solutions {totals['solutions']}: {totals['passed']} passed, {totals['failed']} failed "
              f"({', '.join(f'{k} {n}' for k, n in totals['failures_by_kind'].items()) or 'none'})",
-             f"- checkpoints {totals['checkpoints']}, iteration folders {totals['iterations']}, verdicts {totals['evaluations']}",
+             f"- checkpoints {totals['checkpoints']}, iteration folders {totals['iterations']}, "
+             f"verdicts {totals['evaluations']}",
              "", "## Best by round", ""]
     lines += [f"- round {b['round']}: {b['best_id']} {fmt_number(b['speedup'])}" for b in best_by_round]
     lines += ["", f"## Audit of the source: {len(report.violations)} violation(s)", ""]

@@ -46,7 +46,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 CHECKPOINT_RE = re.compile(r"^checkpoint-(?:checkpoint-)?iter-(\d+)-(\d+)$")
-RESULT_FILES = ("evaluation_result.json", "result.json")  # LoongFlow writes the first; the mirror's README names the second
+# LoongFlow writes the first; the mirror's README names the second
+RESULT_FILES = ("evaluation_result.json", "result.json")
 ROLE_DIRS = ("planner", "executor", "summarizer")
 PASSED_STATUSES = ("success", "ok")
 _ID_BAD = re.compile(r"[^A-Za-z0-9._-]")
@@ -201,7 +202,8 @@ def failure_kind(evaluation: dict[str, Any], score: float | None) -> str | None:
     artifacts = ev.get("artifacts") if isinstance(ev.get("artifacts"), dict) else {}
     text = " ".join(str(x) for x in (ev.get("summary"), ev.get("error"), ev.get("message"),
                                      metrics.get("error"), artifacts.get("error")) if x).lower()
-    reasons = [str(r) for r in ev.get("hard_fail_reasons") or [] if r] if isinstance(ev.get("hard_fail_reasons"), list) else []
+    reasons = ([str(r) for r in ev.get("hard_fail_reasons") or [] if r] if isinstance(ev.get("hard_fail_reasons"), list)
+               else [])
     check = str(artifacts.get("correctness_check") or "").lower()
     incorrect = check.startswith("fail") or as_number(metrics.get("correctness")) == 0.0
     if not status and "error" in ev:

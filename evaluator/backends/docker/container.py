@@ -94,7 +94,8 @@ class _Warm:
     writable: list[str] = field(default_factory=list)  # the paths a grading may write (volumes)
     since: str = ""  # the container's clock when it was last reset: a later ctime is a change
     changed: set[tuple[str, int]] | None = None  # what the last grading changed, as its reset read it first
-    texts: dict[str, str | None] = field(default_factory=dict)  # the text of each startup file in `changed` (graders_own)
+    # the text of each startup file in `changed` (graders_own)
+    texts: dict[str, str | None] = field(default_factory=dict)
 
 
 @dataclass
@@ -102,7 +103,8 @@ class _Ref:
     id: str
     stats: dict[str, tuple[str, int, int, int] | None] = field(default_factory=dict)  # path -> (type, mode, uid, gid)
     tars: dict[str, bytes] = field(default_factory=dict)  # path -> its archive (small files only)
-    listings: dict[str, frozenset[str]] = field(default_factory=dict)  # writable path -> every entry the image has there
+    # writable path -> every entry the image has there
+    listings: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 class Containers:
@@ -128,7 +130,8 @@ class Containers:
                 if labels.get("pesflow.host") != host:
                     continue
                 pid = int(labels.get("pesflow.pid", "0") or 0)
-                if pid and not same_process(pid, labels.get("pesflow.started") or None):  # a reused pid is not its owner
+                # a reused pid is not its owner
+                if pid and not same_process(pid, labels.get("pesflow.started") or None):
                     api.remove_container(c["Id"], force=True, v=True)
         except (APIError, ValueError):
             pass
@@ -140,7 +143,8 @@ class Containers:
 
     # ---------------------------------------------------------------- containers
     def _create(self, api: docker.APIClient, image: str, name: str, kind: str, *, task: Task | None = None,
-                staging: Path | None = None, slot: Slot | None = None, guard: list[tuple[str, str]] | None = None) -> str:
+                staging: Path | None = None, slot: Slot | None = None,
+                guard: list[tuple[str, str]] | None = None) -> str:
         hc: dict[str, Any] = {"network_mode": "none"}
         volumes: list[str] | None = None
         if task is not None:
@@ -149,8 +153,8 @@ class Containers:
             # grading writes, each a volume of the image's own content there (reset after each
             # grading) or a scratch tmpfs.
             hc["read_only"] = True
-            hc["tmpfs"] = {d: "rw,nosuid,nodev,mode=1777" for d in ("/tmp", "/var/tmp")} | {"/run": "rw,nosuid,nodev,mode=755",
-                                                                                             TRUST_OUT: "rw,nosuid,nodev,mode=1777"}
+            hc["tmpfs"] = ({d: "rw,nosuid,nodev,mode=1777" for d in ("/tmp", "/var/tmp")}
+                           | {"/run": "rw,nosuid,nodev,mode=755", TRUST_OUT: "rw,nosuid,nodev,mode=1777"})
             volumes = task.writable_paths(self.writable)
             hc["pids_limit"] = self.config.pids_limit
             if env.cpus:
@@ -166,8 +170,9 @@ class Containers:
             # the runtime guard in every site-packages folder of the image (inactive without a config)
             hc["binds"] += [f"{host}:{dest}:ro" for host, dest in guard or ()]
         try:
-            cid = api.create_container(image, entrypoint=["/bin/sh", "-c", KEEPALIVE], name=name, detach=True, volumes=volumes,
-                                       labels=self._labels(kind), host_config=api.create_host_config(**hc))["Id"]
+            cid = api.create_container(image, entrypoint=["/bin/sh", "-c", KEEPALIVE], name=name, detach=True,
+                                       volumes=volumes, labels=self._labels(kind),
+                                       host_config=api.create_host_config(**hc))["Id"]
             api.start(cid)
         except (APIError, DockerException) as e:
             raise InfraError(f"the engine could not start a container of {image}: {_short(e)}") from None
@@ -231,7 +236,8 @@ class Containers:
             w.pids_max = max(w.pids_max, cgroup_count(w.pids_events, "max"))
         except (APIError, DockerException) as e:
             self.discard(api, w)
-            raise InfraError(f"a new container of {prepared.state['image']} could not be inspected: {_short(e)}") from None
+            raise InfraError(f"a new container of {prepared.state['image']} could not be inspected: "
+                             f"{_short(e)}") from None
         with self._lock:
             self._warm[k] = w
         return w
@@ -277,7 +283,8 @@ class Containers:
                 raise  # the path, not the container, is missing
             return fn(self.reference(api, key, self._images[key]))
 
-    def _ref_stats(self, api: docker.APIClient, key: str, paths: list[str]) -> dict[str, tuple[str, int, int, int] | None]:
+    def _ref_stats(self, api: docker.APIClient, key: str,
+                   paths: list[str]) -> dict[str, tuple[str, int, int, int] | None]:
         ref = self._refs[key]
         todo = [p for p in paths if p not in ref.stats]
         for i in range(0, len(todo), 500):
@@ -287,7 +294,8 @@ class Containers:
                 raise _Dirty("the reference container did not describe every changed path")
             for p, line in zip(part, lines):
                 bits = line.split("|")
-                ref.stats[p] = None if line == "missing" or len(bits) != 4 else (bits[0], int(bits[1], 8), int(bits[2]), int(bits[3]))
+                ref.stats[p] = (None if line == "missing" or len(bits) != 4
+                                else (bits[0], int(bits[1], 8), int(bits[2]), int(bits[3])))
         return {p: ref.stats[p] for p in paths}
 
     def ref_archive(self, api: docker.APIClient, key: str, path: str) -> bytes:
@@ -330,7 +338,8 @@ class Containers:
     def changes(self, api: docker.APIClient, key: str, w: _Warm) -> set[tuple[str, int]]:
         """What the container's gradings changed since its last reset, in the engine's terms
         ((path, kind): 0 modified, 1 added, 2 deleted), the writable paths' volumes included."""
-        return ({(c["Path"], c["Kind"]) for c in (api.diff(w.id) or [])} - w.baseline) | self._volume_changes(api, key, w)
+        return (({(c["Path"], c["Kind"]) for c in (api.diff(w.id) or [])} - w.baseline)
+                | self._volume_changes(api, key, w))
 
     def reset(self, api: docker.APIClient, prepared: Prepared, w: _Warm) -> None:
         w.changed = None
@@ -397,7 +406,8 @@ class Containers:
             total += len(data)
             if total > MAX_RESTORE_BYTES:
                 raise _Dirty("too much to restore")
-            into = next((v for v in sorted(w.writable, key=len, reverse=True) if p.startswith(v.rstrip("/") + "/")), "/")
+            into = next((v for v in sorted(w.writable, key=len, reverse=True) if p.startswith(v.rstrip("/") + "/")),
+                        "/")
             if into not in bufs:
                 buf = io.BytesIO()
                 bufs[into] = (buf, tarfile.open(fileobj=buf, mode="w"))

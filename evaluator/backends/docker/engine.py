@@ -14,7 +14,8 @@ from docker.errors import NotFound
 
 from evaluator.backends import archive
 
-OWN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}  # never the image's PATH (a venv a candidate can write)
+# never the image's PATH (a venv a candidate can write)
+OWN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C"}
 
 
 def _short(e: BaseException) -> str:
@@ -29,7 +30,8 @@ def _last_line(text: str) -> str:
 
 def _exec(api: docker.APIClient, cid: str, script: str, *, args: list[str] = (), user: str = "0",
                env: dict[str, str] | None = None) -> tuple[int, str]:  # type: ignore[assignment]
-    ex = api.exec_create(cid, ["/bin/sh", "-c", script, "pesflow", *args], user=user, environment={**OWN_ENV, **(env or {})})
+    ex = api.exec_create(cid, ["/bin/sh", "-c", script, "pesflow", *args], user=user,
+                         environment={**OWN_ENV, **(env or {})})
     out = api.exec_start(ex["Id"]).decode(errors="replace")
     return _exit_code(api, ex["Id"]), out
 

@@ -56,7 +56,8 @@ PODMAN_SOCKET = "/run/podman/podman.sock"
 class DockerBackend:
     name = "docker"
 
-    def __init__(self, config: DockerConfig | None = None, cache_dir: Path | None = None, writable: list[str] = ()):  # type: ignore[assignment]
+    def __init__(self, config: DockerConfig | None = None, cache_dir: Path | None = None,
+                 writable: list[str] = ()):  # type: ignore[assignment]
         self.config = config or DockerConfig()
         self.writable = list(writable)  # evaluator.writable_paths
         self.cache = Path(cache_dir or self.config.cache_dir).expanduser().resolve() / "docker"
@@ -83,7 +84,8 @@ class DockerBackend:
                 kwargs = kwargs_from_env()
                 if self.config.base_url:
                     kwargs["base_url"] = self.config.base_url
-                elif "base_url" not in kwargs and not os.path.exists("/var/run/docker.sock") and os.path.exists(PODMAN_SOCKET):
+                elif ("base_url" not in kwargs and not os.path.exists("/var/run/docker.sock")
+                      and os.path.exists(PODMAN_SOCKET)):
                     kwargs["base_url"] = f"unix://{PODMAN_SOCKET}"  # podman's, as tools/podman_setup.sh serves it
                 self._base_url = kwargs.get("base_url") or "the default socket (unix:///var/run/docker.sock)"
                 try:
@@ -128,7 +130,8 @@ class DockerBackend:
         if not cached:
             self.images.build(api, task, key, tag, warnings)
         ref = self.containers.reference(api, key, tag)
-        found = _exec(api, ref.id, 'for f in "$@"; do [ -f "$f" ] && echo "$f"; done', args=list(DEV_ENGINES))[1].split()
+        found = _exec(api, ref.id, 'for f in "$@"; do [ -f "$f" ] && echo "$f"; done',
+                      args=list(DEV_ENGINES))[1].split()
         dev_engine = dev_engine_of(set(found))
         sites = _exec(api, ref.id, instrument.FIND_SITE_DIRS)[1].split()  # once per image
         state = {"image": tag, "dev_engine": dev_engine, "backend": BACKEND_VERSION, "task": task.name,
@@ -191,11 +194,13 @@ class DockerBackend:
             self.containers.discard(api, w)
         if request.trust is not None and w.changed is not None:
             # startup files and the image's modules the grading changed, whatever did (trust/written.py)
-            ran.trust_events += written.from_changes(w.changed, w.writable, written.candidate_paths(prepared.task.scope, request.files),
+            ran.trust_events += written.from_changes(w.changed, w.writable,
+                                                     written.candidate_paths(prepared.task.scope, request.files),
                                                      w.texts)
         return self._judged(api, prepared.task, request, w, ran, oom_before, pids_before, start)
 
-    def _infra(self, api: docker.APIClient, w: _Warm, start: float, msg: str, rc: int = -1, output: str = "") -> GradeRun:
+    def _infra(self, api: docker.APIClient, w: _Warm, start: float, msg: str, rc: int = -1,
+               output: str = "") -> GradeRun:
         self.containers.discard(api, w)
         return GradeRun(None, rc, False, time.monotonic() - start, output, infra_error=msg)
 
@@ -205,7 +210,8 @@ class DockerBackend:
         deletions = self._write_candidate(api, prepared, w, request.files)
         if deletions:
             command = f"rm -f -- {' '.join(shlex.quote(p) for p in deletions)}; {command}"
-        rc, output, timed_out, broke, bombed = self._run_grader(api, w, grader_script(command, w.keep, results=results), request)
+        rc, output, timed_out, broke, bombed = self._run_grader(api, w, grader_script(command, w.keep, results=results),
+                                                                request)
         (request.out_dir / "grader_output.log").write_text(output)
         self._copy_logs(api, w, request.out_dir / "logs")
         trust_events = self._trust_events(api, w, staging.events, request) if staging.events is not None else []
@@ -225,7 +231,8 @@ class DockerBackend:
         report = GradingReport(ran.rc, ran.output, time.monotonic() - start, reward=ran.reward, timed_out=ran.timed_out,
                                grader_seconds=grader_seconds(ran.output), oom_killed=w.oom > oom_before,
                                memory_peak_bytes=w.peak, memory_mb=env.memory_mb, pids=self.config.pids_limit,
-                               trust_events=ran.trust_events, trust_socket=any(e.get("via") == "socket" for e in ran.trust_events))
+                               trust_events=ran.trust_events,
+                               trust_socket=any(e.get("via") == "socket" for e in ran.trust_events))
         if ran.broke and not forks_refused:
             self.containers.discard(api, w)
             report.infra_error = f"the grader's output stream broke: {ran.broke}"
@@ -241,15 +248,18 @@ class DockerBackend:
                        "forks_refused": w.pids_max - pids_before, "stopped_at_first_refused_fork": ran.bombed,
                        "strays": report.strays, "unenforced": self.unenforced}
         (request.out_dir / "limits.json").write_text(json.dumps(limits_seen, indent=1))
-        report.notes = [unenforced_note(self.unenforced, f"the container engine ({self._base_url}: rootless on cgroups v1) never",
-                                        "a rootful engine, cgroups v2 with the controllers delegated to the user, or --backend local")
+        report.notes = [unenforced_note(self.unenforced,
+                                        f"the container engine ({self._base_url}: rootless on cgroups v1) never",
+                                        "a rootful engine, cgroups v2 with the controllers delegated "
+                                        "to the user, or --backend local")
                         ] if self.unenforced else []
         run = grading_result(report, self.config.stray_processes)
         if run.infra_error or not self.config.warm_containers:
             self.containers.discard(api, w)  # a machine's OOM kill: the next grading gets a new container
         return run
 
-    def _write_candidate(self, api: docker.APIClient, prepared: Prepared, w: _Warm, files: dict[str, str | None]) -> list[str]:
+    def _write_candidate(self, api: docker.APIClient, prepared: Prepared, w: _Warm,
+                         files: dict[str, str | None]) -> list[str]:
         root = prepared.task.source_root
         put: dict[str, tuple[bytes, int, int, int]] = {}
         deletions = []
@@ -262,7 +272,8 @@ class DockerBackend:
             mode, uid, gid = (base[1].mode & 0o7777, base[1].uid, base[1].gid) if base else (0o644, 0, 0)
             put[path] = (text.encode(), mode, uid, gid)
         if put and not api.put_archive(w.id, root, archive.files_tar({p[len(root):]: v for p, v in put.items()})):
-            raise InfraError("the engine refused the candidate's files")  # into the source tree's volume: the root is read-only
+            # into the source tree's volume: the root is read-only
+            raise InfraError("the engine refused the candidate's files")
         return deletions
 
     def _run_grader(self, api: docker.APIClient, w: _Warm, script: str,
@@ -292,7 +303,8 @@ class DockerBackend:
                 self._kill_from_host(w)
                 reader.join(15)
                 if reader.is_alive():
-                    raise InfraError("the grader could not be stopped at its first refused fork; the container was dropped")
+                    raise InfraError("the grader could not be stopped at its first refused "
+                                     "fork; the container was dropped")
                 return -1, sink.text(), False, None, True
         timed_out = reader.is_alive()
         if timed_out:

@@ -82,7 +82,8 @@ class Images:
             except APIError as e:
                 raise InfraError(f"{df}: pulling base image {image} failed: {_short(e)}") from None
         if ctx.rewritten.steps:
-            warnings.append(f"{ctx.rewritten.steps} BuildKit heredoc step(s) rewritten as COPY + RUN of a generated file")
+            warnings.append(f"{ctx.rewritten.steps} BuildKit heredoc step(s) rewritten as "
+                            "COPY + RUN of a generated file")
         home = self.cache / key
         home.mkdir(parents=True, exist_ok=True)
         log_path = home / "build.log"
@@ -91,12 +92,13 @@ class Images:
         buildargs = {k: os.environ[k] for k in self.config.build_args_from_env if k in os.environ}
         last_step, error = "", None
         with open(log_path, "w") as log:
-            log.write(f"# pesflow docker build of {task.name} -> {tag}\n# rewritten Dockerfile:\n{ctx.rewritten.text}\n")
+            log.write(f"# pesflow docker build of {task.name} -> {tag}\n# rewritten "
+                      f"Dockerfile:\n{ctx.rewritten.text}\n")
             try:
                 stream = api.build(fileobj=io.BytesIO(ctx.tar), custom_context=True, dockerfile=ctx.dockerfile, tag=tag,
-                                   rm=True, forcerm=True, pull=False, decode=True, network_mode=self.config.build_network,
-                                   buildargs=buildargs, labels={"pesflow.task": task.name, "pesflow.key": key},
-                                   timeout=max(limit, 30))
+                                   rm=True, forcerm=True, pull=False, decode=True,
+                                   network_mode=self.config.build_network, buildargs=buildargs,
+                                   labels={"pesflow.task": task.name, "pesflow.key": key}, timeout=max(limit, 30))
                 for chunk in stream:
                     text = chunk.get("stream") or chunk.get("status") or ""
                     if text:
@@ -108,7 +110,8 @@ class Images:
                         error = chunk.get("error") or (chunk.get("errorDetail") or {}).get("message")
                         log.write(f"ERROR: {error}\n")
                     if time.monotonic() > deadline:
-                        raise InfraError(f"{df}: building the image took longer than build_timeout_sec={limit:g}; see {log_path}")
+                        raise InfraError(f"{df}: building the image took longer than "
+                                         f"build_timeout_sec={limit:g}; see {log_path}")
             except (APIError, DockerException, OSError) as e:
                 error = _short(e)
                 log.write(f"ERROR: {error}\n")

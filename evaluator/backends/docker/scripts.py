@@ -31,7 +31,7 @@ for f in /sys/fs/cgroup/pids.events /sys/fs/cgroup/pids/pids.events; do
 done
 """
 
-RESET_SCRIPT = ALIVE_FN + r"""
+RESET_SCRIPT = (ALIVE_FN + r"""
 keep=""
 i=0
 while :; do
@@ -47,7 +47,8 @@ keep_run="/"
 while [ $# -gt 0 ]; do
   case "$1" in
     rm) rm -rf -- "$2" 2>/dev/null; shift 2 ;;
-    dir) if [ -d "$5" ] && [ ! -L "$5" ]; then chmod "$2" -- "$5"; chown "$3:$4" -- "$5"; else rm -rf -- "$5"; echo "@@refill:$5"; fi; shift 5 ;;
+    dir) if [ -d "$5" ] && [ ! -L "$5" ]; then chmod "$2" -- "$5"; chown "$3:$4" -- "$5"; """
+     r"""else rm -rf -- "$5"; echo "@@refill:$5"; fi; shift 5 ;;
     etc) printf '%s' "$3" > "$2" 2>/dev/null; shift 3 ;;
     dev) keep_dev="$keep_dev$2/"; shift 2 ;;
     run) keep_run="$keep_run$2/"; shift 2 ;;
@@ -92,7 +93,7 @@ while [ "$j" -lt 50 ]; do
   j=$((j+1)); [ "$j" -lt 50 ] && sleep 0.02
 done
 echo "@@reset-done"
-"""
+""")
 
 
 # The writable paths' entries (A) and those whose inode changed since the last reset (C: ctime,

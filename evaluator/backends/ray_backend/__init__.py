@@ -110,8 +110,9 @@ class RayBackend:
                 addr = running_cluster() if want == "auto" else want
                 if addr and not _reachable(addr, self.rc.connect_timeout_sec if want != "auto" else 2.0):
                     if want != "auto":
-                        raise BackendUnavailable(f"no Ray cluster answers at {addr} within {self.rc.connect_timeout_sec:g} s "
-                                                 "(evaluator.ray.address; is `ray start --head` running there?)")
+                        raise BackendUnavailable(f"no Ray cluster answers at {addr} within "
+                                                 f"{self.rc.connect_timeout_sec:g} s (evaluator.ray.address; is "
+                                                 "`ray start --head` running there?)")
                     addr = None  # a stale record of a cluster long gone: start one here
                 # ray.init puts its own SIGTERM handler in place (it logs and exits 1): pesflow's, which
                 # cancels every task in flight and keeps the run resumable, is put back after it
@@ -126,7 +127,8 @@ class RayBackend:
                     raise BackendUnavailable(f"cannot join the Ray cluster at {addr or 'a new local one'}: "
                                              f"{' '.join(str(e).split())[:200]}; "
                                              + ("check evaluator.ray.address (`ray status` there)" if addr else
-                                                "run `ray start --head` here to see why, or use --backend local")) from None
+                                                "run `ray start --head` here to see why, or use "
+                                                "--backend local")) from None
                 finally:
                     _restore(handlers)
                 self.address = ray.get_runtime_context().gcs_address
@@ -155,10 +157,12 @@ class RayBackend:
             if time.monotonic() >= deadline:
                 have = "; ".join(f"{n.get('NodeManagerAddress')}: {n['Resources'].get('CPU', 0):g} CPU, "
                                  f"{n['Resources'].get('GPU', 0):g} GPU" for n in nodes) or "no node alive"
-                missing = ", ".join(f"{v:g} {k}" if k != "memory" else f"{v / 2**20:g} MiB memory" for k, v in need.items() if v)
+                missing = ", ".join(f"{v:g} {k}" if k != "memory" else f"{v / 2**20:g} MiB memory"
+                                    for k, v in need.items() if v)
                 raise BackendUnavailable(f"no node of the Ray cluster at {self.address} has {missing} for one grading "
-                                         f"within {self.rc.resource_wait_sec:g} s ({have}); add a node that large, or ask "
-                                         "less per grading with evaluator.ray.cpus and evaluator.ray.memory_mb")
+                                         f"within {self.rc.resource_wait_sec:g} s ({have}); add "
+                                         "a node that large, or ask less per grading with "
+                                         "evaluator.ray.cpus and evaluator.ray.memory_mb")
             time.sleep(0.5)
 
     # ---------------------------------------------------------------- Backend
@@ -180,7 +184,8 @@ class RayBackend:
         ref = self._package(task)
         try:
             info = ray.get(self._remote["describe"].options(**res, max_retries=self.rc.node_retries).remote(
-                self.config, task.name, package_rel(task), task.content_hash, ref, [r for r in task.scope if "*" not in r]),
+                self.config, task.name, package_rel(task), task.content_hash, ref,
+                [r for r in task.scope if "*" not in r]),
                 timeout=self.rc.grace_sec)
         except Exception as e:
             raise InfraError(f"the Ray cluster could not prepare {task.name}: {_short(e)}") from None
@@ -228,8 +233,10 @@ class RayBackend:
                 kind = type(e).__name__
                 if kind == "GetTimeoutError":
                     ray.cancel(ref, force=True)
-                    return GradeRun(reward=None, returncode=-1, timed_out=False, seconds=time.monotonic() - start, output="",
-                                    infra_error=f"the grading's Ray task did not finish within {request.timeout + self.rc.grace_sec:g} s")
+                    return GradeRun(reward=None, returncode=-1, timed_out=False, seconds=time.monotonic() - start,
+                                    output="",
+                                    infra_error="the grading's Ray task did not finish within "
+                                                f"{request.timeout + self.rc.grace_sec:g} s")
                 if kind == "TaskCancelledError" or self._cancelled.is_set():
                     raise InfraError("cancelled: pesflow is stopping") from None
                 if kind in LOST or "died" in str(e).lower():

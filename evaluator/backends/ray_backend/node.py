@@ -107,7 +107,8 @@ def locked_unpacked(config: EvaluatorConfig, content_hash: str, package: bytes) 
         return unpacked(root, content_hash, package)
 
 
-def node_prepare(config: EvaluatorConfig, name: str, rel: str, content_hash: str, package: bytes) -> tuple[Any, Prepared, bool]:
+def node_prepare(config: EvaluatorConfig, name: str, rel: str, content_hash: str,
+                 package: bytes) -> tuple[Any, Prepared, bool]:
     """The node's backend and its preparation of the package; `fresh`: this call prepared it."""
     ident = node_identity()
     root = _node_root(config, ident["node"])
@@ -192,8 +193,9 @@ def grade_task(config: EvaluatorConfig, name: str, rel: str, content_hash: str, 
     finally:
         mark.unlink(missing_ok=True)
     fields = {k: getattr(run, k) for k in run.__dataclass_fields__}
-    return {"run": fields, "logs": logs, "where": {**node_identity(), "gpus": gpus, "prepared": "here" if fresh else "cached",
-                                                   "node_seconds": round(time.monotonic() - started, 3)}}
+    return {"run": fields, "logs": logs,
+            "where": {**node_identity(), "gpus": gpus, "prepared": "here" if fresh else "cached",
+                      "node_seconds": round(time.monotonic() - started, 3)}}
 
 
 def archive_dir(path: Path) -> bytes:

@@ -76,7 +76,8 @@ def _roles(os, cfg):
                 r = "candidate"
             elif os.path.basename(real) in cand_names:
                 try:
-                    import hashlib  # noqa: PLC0415 - slow to import in every interpreter: only for a file named as the candidate's
+                    # slow to import in every interpreter: only for a file named as the candidate's
+                    import hashlib  # noqa: PLC0415 - slow to import
                     with open(real, "rb") as f:
                         h = hashlib.sha256(f.read()).hexdigest()
                     r = "candidate" if h in cand_hashes else ("baseline" if h in base_hashes else None)
@@ -108,10 +109,12 @@ def _planted_check(os, cfg, role):
             if role(fn) is not None:
                 return
             if os.stat(fn).st_ctime > started:
-                import pesflow_guard_planted  # noqa: PLC0415 - slow to import in every interpreter: only where the grading wrote a module
+                # slow to import in every interpreter: only where the grading wrote a module
+                import pesflow_guard_planted  # noqa: PLC0415 - slow to import
                 pesflow_guard_planted.shadow(cfg, name, fn, role)
             elif isinstance(cached, str) and cached != fn and os.stat(cached).st_ctime > started:
-                import pesflow_guard_planted  # noqa: PLC0415 - slow to import in every interpreter: only where the grading wrote a module's cache
+                # slow to import in every interpreter: only where the grading wrote a module's cache
+                import pesflow_guard_planted  # noqa: PLC0415 - slow to import
                 pesflow_guard_planted.cache(cfg, name, fn, cached)
         except Exception:  # noqa: BLE001 - the guard never breaks an import
             pass
@@ -130,7 +133,8 @@ def _start():  # one closure so that no module global can switch it off (its hel
         if guard[0] is None:
             guard[0] = False
             try:
-                import pesflow_guard_active  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
+                # slow to import in every interpreter: only where the candidate runs
+                import pesflow_guard_active  # noqa: PLC0415 - slow to import
                 guard[0] = pesflow_guard_active.install(
                     {"os": os, "sys": sys, "cfg": cfg, "role": role, "real_of": real_of, "cand_paths": cand_paths})
             except Exception:  # noqa: BLE001 - the guard never breaks the grader's interpreter

@@ -39,7 +39,8 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
     mode_re = re.compile(pesflow_rules.GRADER_VAR_READ)
     sniff_re = re.compile(pesflow_rules.GRADER_PATH_OPENED)
     record = bool(cfg.get("record", True))
-    system_roots = tuple({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)} | {"/usr/lib/python3"})
+    system_roots = tuple({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+                         | {"/usr/lib/python3"})
     sock = [None]
     fh = [None]
     rec_fh = [None]
@@ -115,24 +116,27 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
             sent.add((rule, text))
             emit("finding", rule=rule, family=pesflow_rules.family(rule), evidence=text)
 
-    g = dict(os=os, sys=sys, types=types, threading=threading, hashlib=hashlib, local=local, role=role, real_of=real_of, perf=perf,
-             culprit=culprit, finding=finding, emit=emit, system_roots=system_roots, mode_vars=mode_vars,
+    g = dict(os=os, sys=sys, types=types, threading=threading, hashlib=hashlib, local=local, role=role, real_of=real_of,
+             perf=perf, culprit=culprit, finding=finding, emit=emit, system_roots=system_roots, mode_vars=mode_vars,
              mode_re=mode_re, cfg=cfg, record=record, rec_fh=rec_fh, pid=pid)
     import pesflow_guard_watch  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
     g.update(pesflow_guard_watch.install(g))
     import pesflow_guard_calls  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
     g.update(pesflow_guard_calls.install(g))
     defined_by_candidate, harness_module, rule_for = g["defined_by_candidate"], g["harness_module"], g["rule_for"]
-    watch, Argv, OrigArgv, env_class, _TIMER_NAMES = g["watch"], g["Argv"], g["OrigArgv"], g["env_class"], g["TIMER_NAMES"]
+    watch, Argv, OrigArgv, env_class, _TIMER_NAMES = (g["watch"], g["Argv"], g["OrigArgv"], g["env_class"],
+                                                      g["TIMER_NAMES"])
     at_exit, records, kind, after_exec = g["at_exit"], g["records"], g["kind"], g["after_exec"]
 
     # ------------------------------------------------------------ audit events
-    interesting = frozenset({"open", "sys._getframe", "sys._current_frames", "sys._getframemodulename", "gc.get_objects",
-                             "gc.get_referrers", "gc.get_referents", "object.__setattr__", "object.__delattr__", "import",
-                             "os.exec", "os.posix_spawn", "subprocess.Popen", "os.spawn", "os.rename", "os.link",
-                             "os.symlink", "os.mkdir", "os.chmod", "os.utime", "os.chown"})
+    interesting = frozenset({"open", "sys._getframe", "sys._current_frames", "sys._getframemodulename",
+                             "gc.get_objects", "gc.get_referrers", "gc.get_referents", "object.__setattr__",
+                             "object.__delattr__", "import", "os.exec", "os.posix_spawn", "subprocess.Popen",
+                             "os.spawn", "os.rename", "os.link", "os.symlink", "os.mkdir", "os.chmod", "os.utime",
+                             "os.chown"})
 
-    from pesflow_guard_startup import startup_file  # noqa: PLC0415 - slow to import in every interpreter: only where the candidate runs
+    # only where the candidate runs:
+    from pesflow_guard_startup import startup_file  # noqa: PLC0415 - slow to import in every interpreter
 
     started = float(cfg.get("started") or 0)
 
@@ -166,22 +170,28 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
             path = args[0]
             mode, flags = (args[1], args[2]) if len(args) > 2 else (None, 0)
             text_mode, int_flags = isinstance(mode, str), mode is None and isinstance(flags, int)
-            writing = (text_mode and ("w" in mode or "a" in mode or "+" in mode)) or (int_flags and flags & (os.O_WRONLY | os.O_RDWR))
+            writing = ((text_mode and ("w" in mode or "a" in mode or "+" in mode))
+                       or (int_flags and flags & (os.O_WRONLY | os.O_RDWR)))
             if (writing or (text_mode and "x" in mode) or (int_flags and flags & os.O_CREAT)) and startup_file(path):
-                blame("guard.startup_file_written", "wrote %s, a file interpreters run at start" % os.fsdecode(path), hops=True, limit=12)
+                blame("guard.startup_file_written", "wrote %s, a file interpreters run at start" % os.fsdecode(path),
+                      hops=True, limit=12)
                 return
             if writing and image_module(path):
-                blame("guard.image_module_rewritten", "rewrote %s, a module the grading did not write" % os.fsdecode(path), hops=True, limit=12)
+                blame("guard.image_module_rewritten",
+                      "rewrote %s, a module the grading did not write" % os.fsdecode(path), hops=True, limit=12)
                 return
             if isinstance(path, bytes):
                 path = path.decode(errors="replace")
-            if isinstance(path, str) and (path.startswith(("/proc/", "/tests", "/logs/verifier", "/opt/loop", "/.pesflow-trust")) or not path.startswith("/")):
+            if (isinstance(path, str)
+                and (path.startswith(("/proc/", "/tests", "/logs/verifier", "/opt/loop", "/.pesflow-trust"))
+                     or not path.startswith("/"))):
                 try:
                     full = os.path.normpath(os.path.join(os.getcwd(), path)) if not path.startswith("/") else path
                 except OSError:
                     return
                 if sniff_re.search(full):
-                    blame("guard.guard_file_opened" if full.startswith("/.pesflow-trust") else "guard.grader_file_opened", "opened " + full, hops=True)
+                    blame("guard.guard_file_opened" if full.startswith("/.pesflow-trust")
+                              else "guard.grader_file_opened", "opened " + full, hops=True)
             return
         if event in ("sys._getframe", "sys._current_frames", "sys._getframemodulename"):
             local.busy = True
@@ -215,12 +225,17 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
                         finding("guard.guard_replaced", "%s.%s.%s replaced" % (modname, obj.__qualname__, name), f)
                         return
                     mod = sys.modules.get(modname)
-                    timer = name in _TIMER_NAMES and (modname.startswith(("torch", "triton", "time")) or "Event" in obj.__name__)
-                    if timer or modname == "builtins" or (mod is not None and harness_module(mod)) or modname.endswith("testing"):
-                        finding("guard.timer_replaced" if timer else "guard.harness_patched", "%s.%s.%s %s" % (modname, obj.__qualname__, name, "replaced" if event.endswith("setattr__") else "deleted"), f)
+                    timer = (name in _TIMER_NAMES
+                             and (modname.startswith(("torch", "triton", "time")) or "Event" in obj.__name__))
+                    if (timer or modname == "builtins" or (mod is not None and harness_module(mod))
+                        or modname.endswith("testing")):
+                        finding("guard.timer_replaced" if timer else "guard.harness_patched",
+                                "%s.%s.%s %s" % (modname, obj.__qualname__, name,
+                                                 "replaced" if event.endswith("setattr__") else "deleted"), f)
                 elif name == "__code__" and not defined_by_candidate(obj):
                     finding(rule_for(getattr(obj, "__module__", "") or "", getattr(obj, "__name__", "")),
-                            "%s.%s.__code__ replaced" % (getattr(obj, "__module__", "?"), getattr(obj, "__qualname__", "?")), f)
+                            "%s.%s.__code__ replaced" % (getattr(obj, "__module__", "?"),
+                                                         getattr(obj, "__qualname__", "?")), f)
             finally:
                 local.busy = False
             return
@@ -233,7 +248,8 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
         if event in ("os.rename", "os.link", "os.symlink", "os.mkdir"):  # a file put in place, a package made
             dst = args[0] if event == "os.mkdir" else (args[1] if len(args) > 1 else None)
             if isinstance(dst, (str, bytes)) and startup_file(dst):
-                blame("guard.startup_file_written", "wrote %s, a file interpreters run at start" % os.fsdecode(dst), hops=True, limit=12)
+                blame("guard.startup_file_written", "wrote %s, a file interpreters run at start" % os.fsdecode(dst),
+                      hops=True, limit=12)
             return
         if event == "import" and args and str(args[0]).startswith("pesflow_"):
             blame("guard.pesflow_imported", "imported " + args[0], hops=True, limit=12)
@@ -245,7 +261,8 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
             except Exception:  # noqa: BLE001
                 return
             if any(pesflow_rules.skips_site(w) for w in words[1:3]):
-                blame("guard.python_without_site", "started %s without site hooks" % " ".join(words[:3]), hops="spawn", limit=12)
+                blame("guard.python_without_site", "started %s without site hooks" % " ".join(words[:3]), hops="spawn",
+                      limit=12)
 
     def after_fork():
         pid[0] = os.getpid()
@@ -256,8 +273,8 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
     _open_channels()
     # the process as the harness made it, before the candidate's first line: what the probes
     # take (an exit handler of the candidate's could change argv, the path or the folder by then)
-    emit("start", ppid=os.getppid(), exe=sys.executable, argv=list(sys.argv), cwd=os.getcwd(), version=sys.version.split()[0],
-         sys_path=[p for p in sys.path if isinstance(p, str)])
+    emit("start", ppid=os.getppid(), exe=sys.executable, argv=list(sys.argv), cwd=os.getcwd(),
+         version=sys.version.split()[0], sys_path=[p for p in sys.path if isinstance(p, str)])
     if isinstance(sys.argv, list):
         sys.argv = Argv(sys.argv)
     if isinstance(getattr(sys, "orig_argv", None), list):
@@ -292,8 +309,8 @@ def install(s):  # noqa: C901 - one closure so that no module global can switch 
         check_first_sight(mod, attrs if attrs is not None else list(vars(mod)))
         watch(mod, attrs)
     for name in ("pesflow_guard", __name__, "pesflow_guard_watch", "pesflow_guard_calls", "pesflow_guard_objects",
-                 "pesflow_guard_seen", "pesflow_rules", "pesflow_probe", "pesflow_probe_objects", "pesflow_probe_inputs",
-                 "pesflow_probe_values", "pesflow_probe_pace", "pesflow_same_answer"):
+                 "pesflow_guard_seen", "pesflow_rules", "pesflow_probe", "pesflow_probe_objects",
+                 "pesflow_probe_inputs", "pesflow_probe_values", "pesflow_probe_pace", "pesflow_same_answer"):
         me = sys.modules.get(name)
         if me is not None:
             watch(me)  # a write to the guard's own modules is named too

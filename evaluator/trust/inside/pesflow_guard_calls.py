@@ -11,18 +11,21 @@ _KEEP = 3  # records kept per entry point and process: the latest (a checking pa
 _PLAIN_BASES = (tuple, list, dict)
 # how a value is read: a class that defines one of these can make its values when looked at
 _READ_HOOKS = ("__len__", "__iter__", "__getitem__", "__eq__", "__bool__", "__array__", "__array_function__",
-               "__array_ufunc__", "__array_interface__", "__torch_function__", "tolist", "copy", "__getattribute__", "__getattr__")
+               "__array_ufunc__", "__array_interface__", "__torch_function__", "tolist", "copy", "__getattribute__",
+               "__getattr__")
 EXPORTS = ("records", "kind", "wrapper", "entry_module_class", "after_exec", "at_exit")
 
 
 def install(g):
     os, sys, types, threading, hashlib, perf = g["os"], g["sys"], g["types"], g["threading"], g["hashlib"], g["perf"]
-    local, role, emit, cfg, record, rec_fh, pid = g["local"], g["role"], g["emit"], g["cfg"], g["record"], g["rec_fh"], g["pid"]
+    local, role, emit, cfg, record, rec_fh, pid = (g["local"], g["role"], g["emit"], g["cfg"], g["record"], g["rec_fh"],
+                                                   g["pid"])
     finding = g["finding"]
     sweep, watch, harness_module = g["sweep"], g["watch"], g["harness_module"]
     defined_by_candidate, cand_seen = g["defined_by_candidate"], g["cand_seen"]
     # ------------------------------------------------------------ the harness's calls into the candidate
-    records = []  # [role, module file, module name, function, call number, args, kwargs, output as got, inputs' fingerprint]
+    # [role, module file, module name, function, call number, args, kwargs, output as got, inputs' fingerprint]
+    records = []
     spent = [0.0]  # the guard's own time in sampled calls (its figure, reported at exit)
     kept = {}
     kept_ids = set()
@@ -34,11 +37,13 @@ def install(g):
         export as its own, which defines how it is read: values that may be made when looked at,
         however its class names itself (a __module__ of numpy's, code relabeled as the stdlib's)."""
         mod = sys.modules.get(getattr(t, "__module__", None) or "")
-        if mod is not None and getattr(mod, t.__qualname__, None) is t and role(getattr(mod, "__file__", None) or "") is None:
+        if (mod is not None and getattr(mod, t.__qualname__, None) is t
+            and role(getattr(mod, "__file__", None) or "") is None):
             return False  # the library's own class (numpy.ndarray, a torch.return_types tuple, Parameter)
         for c in t.__mro__:
-            if c in _PLAIN_BASES or c is object or (getattr(c, "__module__", "") or "").split(".")[0] in ("numpy", "torch") \
-                    and getattr(sys.modules.get(c.__module__), c.__qualname__, None) is c:
+            if (c in _PLAIN_BASES or c is object
+                    or (getattr(c, "__module__", "") or "").split(".")[0] in ("numpy", "torch")
+                    and getattr(sys.modules.get(c.__module__), c.__qualname__, None) is c):
                 return False
             if any(h in c.__dict__ for h in _READ_HOOKS):
                 return True
@@ -64,9 +69,11 @@ def install(g):
                     return k
             return None
         mod = getattr(t, "__module__", "") or ""
-        if mod.split(".")[0] in ("numpy", "torch") and (mod.split(".")[0] != "torch" or "Tensor" in t.__name__ or t.__name__ in ("Size", "dtype", "device")):
+        if (mod.split(".")[0] in ("numpy", "torch")
+            and (mod.split(".")[0] != "torch" or "Tensor" in t.__name__ or t.__name__ in ("Size", "dtype", "device"))):
             return None if not disguised(t) else "%s.%s" % (mod, t.__qualname__)
-        if defined_by_candidate(v) or isinstance(v, (types.GeneratorType, types.CoroutineType, types.FunctionType, map, filter, zip)):
+        if (defined_by_candidate(v)
+            or isinstance(v, (types.GeneratorType, types.CoroutineType, types.FunctionType, map, filter, zip))):
             return "%s.%s" % (mod, t.__qualname__)
         return None
 
@@ -162,7 +169,8 @@ def install(g):
                 kd = kind(out)  # pesflow decides whether it is lazy (the baseline may define the same class)
                 emit("call", role=role_name, fn=fid, n=i, returned=type(out).__name__, unplain=kd, threads_left=left)
                 if record and role_name == "candidate" and kd is None:
-                    note_answer((fid, name, getattr(module, "__file__", None)), i, lambda: seen.fingerprint((a, k)), out)
+                    note_answer((fid, name, getattr(module, "__file__", None)), i, lambda: seen.fingerprint((a, k)),
+                                out)
                 if record and role_name == "candidate" and id(a) not in kept_ids:
                     if rough_size((a, k)) > cfg.get("max_record_bytes", 64 << 20):
                         if fid not in too_large:  # said once: a timed pass repeats its large inputs
@@ -179,8 +187,9 @@ def install(g):
                             kept_ids.discard(id(old[5]))
                         kept_ids.add(id(a))
                         # what the harness got, and what it asked (outputs too large to hold: none)
-                        got = seen.snapshot(out) if kd is None and rough_size(out) <= cfg.get("max_record_bytes", 64 << 20) \
-                            else seen.NOT_PLAIN
+                        got = (seen.snapshot(out)
+                               if kd is None and rough_size(out) <= cfg.get("max_record_bytes", 64 << 20)
+                               else seen.NOT_PLAIN)
                         mine.append([role_name, getattr(module, "__file__", None), module.__name__, name, i, a, k,
                                      got, seen.fingerprint((a, k))])
                         records.append(mine[-1])
@@ -231,8 +240,9 @@ def install(g):
                     return v
                 code = v if type(v) is types.FunctionType else code_behind(v)
                 if code is None:
-                    if record and role_name == "candidate" and isinstance(v, type) and getattr(v, "__module__", None) == self.__name__ \
-                            and not getattr(local, "busy", False) and role(sys._getframe(1).f_code.co_filename) is None:
+                    if (record and role_name == "candidate" and isinstance(v, type)
+                            and getattr(v, "__module__", None) == self.__name__ and not getattr(local, "busy", False)
+                            and role(sys._getframe(1).f_code.co_filename) is None):
                         instrument_class(v, self)  # the harness takes the candidate's class: its first instance is kept
                     return v
                 w = cache.get(name)
@@ -278,8 +288,9 @@ def install(g):
             depth = 0
             while f is not None and depth < 64 and tid != me:
                 if role(f.f_code.co_filename) == "candidate":
-                    finding("guard.work_left_running", "a thread running %s (%s:%d) was still alive as the process ended"
-                            % (f.f_code.co_name, os.path.basename(f.f_code.co_filename), f.f_lineno))
+                    finding("guard.work_left_running",
+                            "a thread running %s (%s:%d) was still alive as the process ended"
+                                % (f.f_code.co_name, os.path.basename(f.f_code.co_filename), f.f_lineno))
                     break
                 f, depth = f.f_back, depth + 1
         signal = sys.modules.get("signal")
@@ -291,8 +302,9 @@ def install(g):
             except (AttributeError, OSError, ValueError):
                 continue
             if code is not None and role(code.co_filename) == "candidate":
-                finding("guard.work_left_running", "an interval timer (%s) was still running as the process ended, its handler "
-                        "%s (%s:%d)" % (timer, code.co_name, os.path.basename(code.co_filename), code.co_firstlineno))
+                finding("guard.work_left_running",
+                        "an interval timer (%s) was still running as the process ended, its handler %s (%s:%d)"
+                            % (timer, code.co_name, os.path.basename(code.co_filename), code.co_firstlineno))
 
     def at_exit():
         if exited[0]:
@@ -332,7 +344,8 @@ def install(g):
                 except Exception as e:  # noqa: BLE001 - unpicklable inputs: no probe for this call
                     emit("record_skipped", fn=fname, why=type(e).__name__)
                     continue
-                if len(blob) > cfg.get("max_record_bytes", 64 << 20) or total + len(blob) > cfg.get("max_records_bytes", 256 << 20):
+                if (len(blob) > cfg.get("max_record_bytes", 64 << 20)
+                    or total + len(blob) > cfg.get("max_records_bytes", 256 << 20)):
                     emit("record_skipped", fn=fname, why="too large")
                     continue
                 try:  # the file was opened at start: a harness that blocks opens later cannot stop it
@@ -346,7 +359,8 @@ def install(g):
                 total += len(blob)
                 if got is seen.NOT_PLAIN:
                     continue
-                if seen.fingerprint((a, k)) != asked:  # its inputs were refilled since: what it answered is not what is kept
+                # its inputs were refilled since: what it answered is not what is kept
+                if seen.fingerprint((a, k)) != asked:
                     saved[-1]["got"] = "inputs changed after the call"
                     continue
                 try:
@@ -357,11 +371,14 @@ def install(g):
                     rec_fh[0].flush()
                 except Exception:  # noqa: BLE001 - an output that does not pickle: its call is probed without it
                     continue
-                saved[-1]["got"] = {"offset": total, "size": len(out_blob), "sha256": hashlib.sha256(out_blob).hexdigest()}
+                saved[-1]["got"] = {"offset": total, "size": len(out_blob),
+                                    "sha256": hashlib.sha256(out_blob).hexdigest()}
                 total += len(out_blob)
         varied = [{"fn": e[1], "file": e[2], "n": n1, "later": n2} for e, n1, n2 in answers_differing()]
-        emit("end", records=saved, varied=varied, calls_seconds=round(spent[0], 6), exit_seconds=round(perf() - began, 6), argv=list.__getitem__(sys.argv, slice(None)) if isinstance(sys.argv, list) else None,
-             cwd=os.getcwd(), sys_path=[p for p in sys.path if isinstance(p, str)], exe=sys.executable)
+        emit("end", records=saved, varied=varied, calls_seconds=round(spent[0], 6),
+             exit_seconds=round(perf() - began, 6),
+             argv=list.__getitem__(sys.argv, slice(None)) if isinstance(sys.argv, list) else None, cwd=os.getcwd(),
+             sys_path=[p for p in sys.path if isinstance(p, str)], exe=sys.executable)
 
     found = locals()
     return {k: found[k] for k in EXPORTS}

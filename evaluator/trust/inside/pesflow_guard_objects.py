@@ -94,7 +94,8 @@ def install(g):
                 try:
                     st["inst"] = weakref.ref(self)
                 except TypeError:
-                    st["inst"] = (lambda o: (lambda: o))(self)  # no weak references: kept alive, as the harness keeps it
+                    # no weak references: kept alive, as the harness keeps it
+                    st["inst"] = (lambda o: (lambda: o))(self)
                 st["rec"] = [module, cls, (a, k), [], {}]
                 recorded.append(st["rec"])
             elif type(self) is cls and st["inst"] is not None:

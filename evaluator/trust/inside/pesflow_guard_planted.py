@@ -49,8 +49,10 @@ def say(cfg, rule, evidence, text=None):
     planted file's, where short (the host lets the grader's own files through: written.graders_own)."""
     _sent[0] -= 1
     import pesflow_rules  # noqa: PLC0415 - slow to import in every interpreter: only once a planted file is found
-    line = '{"kind": "finding", "rule": %s, "family": %s, "evidence": %s, "pid": %d, "seq": %d, "via_shell": true%s}' % (
-        _quote(rule), _quote(pesflow_rules.family(rule)), _quote(evidence), os.getpid(), _sent[0], ', "text": %s' % _quote(text) if text else "")
+    line = ('{"kind": "finding", "rule": %s, "family": %s, "evidence": %s, "pid": %d, '
+            '"seq": %d, "via_shell": true%s}') % (
+        _quote(rule), _quote(pesflow_rules.family(rule)), _quote(evidence), os.getpid(), _sent[0],
+        ', "text": %s' % _quote(text) if text else "")
     if cfg.get("socket"):
         try:
             s = _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM)
@@ -133,7 +135,8 @@ def _copy_of_known(cfg, filename):
     """Whether the file is a copy of the candidate's or the frozen baseline's (a grader that
     copies the scope file under another name to import it)."""
     try:
-        import hashlib  # noqa: PLC0415 - slow to import in every interpreter: only for a planted module that stands in for nothing
+        # only for a planted module that stands in for nothing:
+        import hashlib  # noqa: PLC0415 - slow to import in every interpreter
         with open(filename, "rb") as f:
             h = hashlib.sha256(f.read()).hexdigest()
     except (OSError, ImportError):
@@ -155,14 +158,16 @@ def shadow(cfg, name, filename, role=None):
     if "." in name:
         _submodule(cfg, name, filename, folder, role)
     elif _provided_elsewhere(name, folder):
-        say(cfg, "guard.planted_module_ran", "module %s ran from %s, a file the grading wrote, in place of the one the image "
-                                    "provides" % (name, filename), _short_text(filename))
+        say(cfg, "guard.planted_module_ran",
+            "module %s ran from %s, a file the grading wrote, in place of the one the image provides"
+                % (name, filename), _short_text(filename))
     elif role is not None and _found_by_name(name, filename, folder) and not _copy_of_known(cfg, filename):
         by = _importer(role)
         if by is not None:
-            say(cfg, "guard.planted_module_ran", "module %s ran from %s, a file the grading wrote, found on the path for %s "
-                                        "(no candidate code asked for it; the image has no such module)"
-                                        % (name, filename, by), _short_text(filename))
+            say(cfg, "guard.planted_module_ran",
+                "module %s ran from %s, a file the grading wrote, found on the path for %s (no candidate code asked "
+                "for it; the image has no such module)"
+                % (name, filename, by), _short_text(filename))
 
 
 def _image_package(package, started):
@@ -212,14 +217,16 @@ def _submodule(cfg, name, filename, folder, role):
         return  # loaded from elsewhere or under another name (not the package's search), or a package the grading wrote
     other = _other_provider(tail, filename, folders)
     if other is not None:
-        say(cfg, "guard.planted_module_ran", "module %s ran from %s, a file the grading wrote, in place of %s, which the image "
-                                    "provides" % (name, filename, other), _short_text(filename))
+        say(cfg, "guard.planted_module_ran",
+            "module %s ran from %s, a file the grading wrote, in place of %s, which the image provides"
+                % (name, filename, other), _short_text(filename))
     elif role is not None and not _copy_of_known(cfg, filename):
         by = _importer(role)
         if by is not None:
-            say(cfg, "guard.planted_module_ran", "module %s ran from %s, a file the grading wrote into the image's package %s, "
-                                        "found there for %s (no candidate code asked for it)"
-                                        % (name, filename, parent_name, by), _short_text(filename))
+            say(cfg, "guard.planted_module_ran",
+                "module %s ran from %s, a file the grading wrote into the image's package %s, found there for %s "
+                "(no candidate code asked for it)"
+                % (name, filename, parent_name, by), _short_text(filename))
 
 
 def _short_text(path, limit=16384):

@@ -70,7 +70,8 @@ def install(g):
     def note_write(mod, name, value, deleted=False):
         if getattr(local, "busy", False):
             return
-        if isinstance(value, types.ModuleType) and getattr(value, "__name__", "") == "%s.%s" % (getattr(mod, "__name__", ""), name):
+        if (isinstance(value, types.ModuleType)
+            and getattr(value, "__name__", "") == "%s.%s" % (getattr(mod, "__name__", ""), name)):
             return  # the import system binding a submodule to its package
         local.busy = True
         try:
@@ -78,9 +79,11 @@ def install(g):
             if f is not None:
                 modname = getattr(mod, "__name__", "?")
                 if modname.startswith("pesflow_"):
-                    finding("guard.guard_replaced", "%s.%s %s" % (modname, name, "deleted" if deleted else "replaced"), f)
+                    finding("guard.guard_replaced", "%s.%s %s" % (modname, name, "deleted" if deleted else "replaced"),
+                            f)
                     return
-                if modname in _WATCHED_MODULES and not (name in _TIMER_NAMES or modname in ("time", "timeit", "builtins")
+                if modname in _WATCHED_MODULES and not (name in _TIMER_NAMES
+                                                        or modname in ("time", "timeit", "builtins")
                                                          or modname.endswith("testing")):
                     return  # e.g. torch.backends flags: honest settings, not the harness's tools
                 finding(rule_for(modname, name), "%s.%s %s" % (modname, name, "deleted" if deleted else "replaced"), f)
@@ -106,7 +109,9 @@ def install(g):
                 try:
                     f = culprit(2)
                     if f is not None:
-                        finding("guard.grader_read", "read the harness's %s.%s" % (types.ModuleType.__getattribute__(self, "__name__"), name), f)
+                        finding("guard.grader_read",
+                                "read the harness's %s.%s" % (types.ModuleType.__getattribute__(self, "__name__"),
+                                                              name), f)
                 finally:
                     local.busy = False
             return types.ModuleType.__getattribute__(self, name)
@@ -152,7 +157,8 @@ def install(g):
                     prints[(modname, k)] = id(v)
                     if defined_by_candidate(v) or (modname in ("time", "timeit") and cand_seen[0]) or (
                             modname != "builtins" and planted(origin(v))):  # a clock's code the grading wrote
-                        finding(rule_for(modname, k), "%s.%s replaced (now %s)" % (modname, k, getattr(v, "__qualname__", type(v).__name__)))
+                        finding(rule_for(modname, k),
+                                "%s.%s replaced (now %s)" % (modname, k, getattr(v, "__qualname__", type(v).__name__)))
         finally:
             local.busy = False
 
@@ -164,7 +170,8 @@ def install(g):
     def origin(value):
         """The file of the Python code behind `value` (a function, method, wrapper, class or
         instance); None for C code."""
-        for obj in (value, getattr(value, "__func__", None), getattr(value, "__wrapped__", None), getattr(value, "func", None)):
+        for obj in (value, getattr(value, "__func__", None), getattr(value, "__wrapped__", None),
+                    getattr(value, "func", None)):
             code = getattr(obj, "__code__", None)
             if code is not None:
                 return code.co_filename
@@ -251,7 +258,8 @@ def install(g):
         m.__name__ = name
         return m
 
-    for _m in ("__getitem__", "__iter__", "__len__", "__contains__", "index", "count", "copy", "__reversed__", "__eq__"):
+    for _m in ("__getitem__", "__iter__", "__len__", "__contains__", "index", "count", "copy", "__reversed__",
+               "__eq__"):
         setattr(Argv, _m, _argv_method(_m))
 
     class OrigArgv(Argv):

@@ -117,12 +117,15 @@ def array_diff(path, a, b):
         return ["%s: %s vs the baseline's %s" % (path, kind_of(a), kind_of(b))]
     (da, sa, _), (db, sb, _) = array_kind(a), array_kind(b)
     if np is None:
-        return [] if values.close(values.plain(a), values.plain(b)) else ["%s: %s differs from the baseline's" % (path, da)]
-    head = "%s: %s%s" % (path, da, list(sa)) + ("" if (da, sa) == (db, sb) else " vs the baseline's %s%s" % (db, list(sb)))
+        return ([] if values.close(values.plain(a), values.plain(b))
+                else ["%s: %s differs from the baseline's" % (path, da)])
+    head = ("%s: %s%s" % (path, da, list(sa))
+            + ("" if (da, sa) == (db, sb) else " vs the baseline's %s%s" % (db, list(sb))))
     if sa != sb:
         return [head + ": the shapes differ, no element compared"]
     if _size(sa) > MAX_ELEMENTS:  # copies in float64 of both: a dev shape is far smaller
-        return [] if values.close(values.plain(a), values.plain(b)) else [head + ": differs (too large for pesflow to say where)"]
+        return ([] if values.close(values.plain(a), values.plain(b))
+                else [head + ": differs (too large for pesflow to say where)"])
     x, y = _to_numpy(a), _to_numpy(b)
     if not x.size:
         return []
@@ -157,8 +160,10 @@ def _stats(x, y, off, n_off, rule):
         _num(float(np.max(err))), _index(np.unravel_index(k, x.shape)), _num(_item(x.reshape(-1)[k])),
         _num(_item(y.reshape(-1)[k])), _num(float(np.max(rel))) if nz.any() else "n/a (the baseline's values are 0)"))
     first = tuple(int(i) for i in np.argwhere(off)[0]) if x.ndim else ()
-    lines.append("  first index off %s: %s vs the baseline's %s; %d of %d elements off (%.3g%%; pesflow's tolerance: %s)" % (
-        _index(first), _num(_item(x[first]), 7), _num(_item(y[first]), 7), n_off, off.size, 100.0 * n_off / off.size, rule))
+    lines.append("  first index off %s: %s vs the baseline's %s; %d of %d elements off "
+                 "(%.3g%%; pesflow's tolerance: %s)" % (
+        _index(first), _num(_item(x[first]), 7), _num(_item(y[first]), 7), n_off, off.size, 100.0 * n_off / off.size,
+        rule))
     bad = int(np.count_nonzero(off & ~finite))
     if bad:
         lines.append("  %d of the elements off are NaN or infinite on one side only" % bad)
@@ -200,9 +205,11 @@ def scalar_line(path, a, b):
     if isinstance(a, (str, bytes)) and type(a) is type(b):
         i = next((i for i, (p, q) in enumerate(zip(a, b)) if p != q), min(len(a), len(b)))
         return "%s: %s differs at character %d (lengths %d and the baseline's %d): %s vs the baseline's %s" % (
-            path, type(a).__name__, i, len(a), len(b), short(a[max(0, i - 10): i + 30]), short(b[max(0, i - 10): i + 30]))
+            path, type(a).__name__, i, len(a), len(b), short(a[max(0, i - 10): i + 30]),
+            short(b[max(0, i - 10): i + 30]))
     line = "%s: %s vs the baseline's %s" % (path, short(a), short(b))
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) and not isinstance(b, bool):
+    if (isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool)
+        and not isinstance(b, bool)):
         err = abs(a - b)
         line += " (abs error %s%s)" % (_num(err), ", rel error %s" % _num(err / abs(b)) if b else "")
     elif type(a) is not type(b):
@@ -252,7 +259,8 @@ def _differs(a, b):
 def _seq_diff(a, b, path, out, depth):
     """Lengths, then the first item that differs told in full and how many others do (by index)."""
     if type(a) is not type(b) or len(a) != len(b):
-        out.append("%s: a %s of %d vs the baseline's %s of %d" % (path, type(a).__name__, len(a), type(b).__name__, len(b)))
+        out.append("%s: a %s of %d vs the baseline's %s of %d" % (path, type(a).__name__, len(a), type(b).__name__,
+                                                                  len(b)))
     n = min(len(a), len(b), MAX_ITEMS)
     flat = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in list(a[:n]) + list(b[:n]))
     off = [i for i in range(n) if (not _same_scalar(a[i], b[i]) if flat else _differs(a[i], b[i]))]

@@ -129,8 +129,9 @@ def asked_otherwise(rec, mine, inputs_kept, want, checks):
     checks["asked"] = checks.get("asked", 0) + 1
     if close(seen, mine, loose=True) or not close(mine, want, loose=True) or close(seen, want, loose=True):
         return None
-    return ("probe.answer_depends_on_asker", "the grader's call %s got an output that the same call made by pesflow, on the same "
-            "inputs, does not give (nor does the baseline)" % rec.get("n"))
+    return ("probe.answer_depends_on_asker",
+            "the grader's call %s got an output that the same call made by pesflow, on the same inputs, does not give "
+            "(nor does the baseline)" % rec.get("n"))
 
 
 # what pesflow_probe_objects.py's probes and timings are given of this module's
@@ -149,7 +150,8 @@ class Probing:
         self.deadline = time.monotonic() + 600  # until the first call has run (then the budget)
         self.budget_started = False
         self.full = bool(cfg.get("full"))
-        self.findings, self.checks = [], {"calls": 0, "compared": 0, "skipped": [], **({"warm": WARM} if WARM is not None else {})}
+        self.findings, self.checks = ([], {"calls": 0, "compared": 0, "skipped": [],
+                                           **({"warm": WARM} if WARM is not None else {})})
         self.recs = cfg.get("records", [])
         self.checks["restored"] = inputs.restore(cfg.get("restore") or {}, os.path.dirname(CONFIG))
         self.loaded = self.checks["loads"] = []  # [what, seconds]: where the fixed cost of a probe goes
@@ -165,7 +167,9 @@ class Probing:
         """The process as the harness's was: numpy and torch where the inputs hold them, then its
         path and working folder."""
         for name in ("numpy", "torch"):  # what the inputs hold, from the interpreter's own path first:
-            if name not in sys.modules and any(name.encode() in inputs.blob(r, os.path.dirname(CONFIG)) for r in self.recs):  # never a folder the grading wrote
+            # never a folder the grading wrote
+            if (name not in sys.modules and any(name.encode() in inputs.blob(r, os.path.dirname(CONFIG))
+                                                for r in self.recs)):
                 t_load = time.perf_counter()
                 try:
                     importlib.import_module(name)
@@ -192,14 +196,16 @@ class Probing:
             except Exception:  # noqa: BLE001 - never tried again
                 refs[i] = False
             self.spent += time.perf_counter() - t_load
-            self.loaded.append(["reference %d of %s" % (i, os.path.basename(key)), round(time.perf_counter() - t_load, 4)])
+            self.loaded.append(["reference %d of %s" % (i, os.path.basename(key)),
+                                round(time.perf_counter() - t_load, 4)])
         return refs[i] or None
 
     def module(self, key, rec):
         if key not in self.mods:
             t_load = time.perf_counter()
             self.mods[key] = load_module(rec)
-            self.refs.setdefault(key, [None] * len(self.cfg.get("references", {}).get(key, [])))  # each loaded when first needed
+            # each loaded when first needed
+            self.refs.setdefault(key, [None] * len(self.cfg.get("references", {}).get(key, [])))
             self.spent += time.perf_counter() - t_load
             self.loaded.append([os.path.basename(key), round(time.perf_counter() - t_load, 4)])
         return self.mods[key]
@@ -209,10 +215,14 @@ class Probing:
         cfg = self.cfg
         if not cfg.get("pace") or cfg.get("only_profile"):
             return
-        import pesflow_probe_pace as pace  # noqa: PLC0415 - slow to import in every probe: only where the figure is to be reproduced
-        chosen = pace.cases(self.recs, cfg["pace"].get("baseline_refs") or (), lambda rec: inputs.blob(rec, os.path.dirname(CONFIG)), loads)
-        self.paced = (pace, chosen, pace.baseline_first(chosen, lambda rec: getattr(self.reference(rec, rec["file"], 0), rec["fn"], None),
-                                                        self.helpers, float(cfg["pace"].get("budget_sec", 3)) / 2, self.base_said))
+        # slow to import in every probe: only where the figure is to be reproduced
+        import pesflow_probe_pace as pace  # noqa: PLC0415 - slow to import
+        chosen = pace.cases(self.recs, cfg["pace"].get("baseline_refs") or (),
+                            lambda rec: inputs.blob(rec, os.path.dirname(CONFIG)), loads)
+        self.paced = (pace, chosen,
+                      pace.baseline_first(chosen, lambda rec: getattr(self.reference(rec, rec["file"], 0), rec["fn"],
+                                                                      None),
+                                          self.helpers, float(cfg["pace"].get("budget_sec", 3)) / 2, self.base_said))
 
     def probe_calls(self):
         """Every kept call's probes, within the budget (a profile's grading: each call rebuilt only)."""
@@ -224,7 +234,8 @@ class Probing:
                 self.checks["skipped"].append("budget")
                 break
             call = self.rebuilt(rec)
-            if call is None or self.cfg.get("only_profile"):  # a grading no result can come of: its profile alone (evaluator/profile.py)
+            # a grading no result can come of: its profile alone (evaluator/profile.py)
+            if call is None or self.cfg.get("only_profile"):
                 continue
             key, blob, entry, args, kwargs = call
             if rec.get("cls"):
@@ -240,7 +251,8 @@ class Probing:
             self.checks["skipped"].append("%s: a kept input did not come back whole" % rec["fn"])
             return None
         if hashlib.sha256(blob).hexdigest() != rec["sha256"]:
-            self.findings.append(("probe.input_rewritten", "a kept input of %s was rewritten before the probe" % rec["fn"]))
+            self.findings.append(("probe.input_rewritten",
+                                  "a kept input of %s was rewritten before the probe" % rec["fn"]))
             return None
         args = kwargs = None  # an instance's calls are rebuilt by its probe
         try:
@@ -272,7 +284,8 @@ class Probing:
             rec["cls"], " ".join(map(str, (rec.get("argv") or [])[:3])), rec["n"])
         bases = (lambda: [c for c in (getattr(self.reference(rec, key, i), rec["cls"], None)
                                       for i in range(len(self.refs[key]))) if isinstance(c, type)])
-        got, ms, notes = objects.probe(rec, blob, cls, bases, dict(self.helpers, loads=lambda b: loads(b, rec.get("argv"))),
+        got, ms, notes = objects.probe(rec, blob, cls, bases,
+                                       dict(self.helpers, loads=lambda b: loads(b, rec.get("argv"))),
                                        float(self.cfg.get("budget_sec", 10)), self.full, where)
         self.findings += got
         self.matches += ms
@@ -286,7 +299,8 @@ class Probing:
     def probe_function(self, idx, rec, key, fn, args, kwargs):
         """A kept call made again: its output, against the baseline's and the grader's, then on
         inputs rewritten in place, then timed (the budget left allowing)."""
-        where = "%s (call %s of the process `%s`)" % (rec["fn"], rec["n"], " ".join(map(str, (rec.get("argv") or [])[:3])))
+        where = ("%s (call %s of the process `%s`)"
+                 % (rec["fn"], rec["n"], " ".join(map(str, (rec.get("argv") or [])[:3]))))
         first = self.first_call(rec, fn, args, kwargs, where)
         if first is None:
             return
@@ -315,15 +329,18 @@ class Probing:
                 got = fn(*a, **k)
                 checks["calls"] += 1
                 return got
-            out, now, gap = objects.called(counted, a0, k0, self.helpers)  # gap: the caller's stream and its output's copy, then the rest
+            # gap: the caller's stream and its output's copy, then the rest
+            out, now, gap = objects.called(counted, a0, k0, self.helpers)
             if not self.budget_started:
                 self.start_budget()
             elif on_gpu():  # measured again where the caller waited for a CPU meanwhile
-                gap = objects.settle(gap, lambda: objects.called(fn, copy.deepcopy(args), copy.deepcopy(kwargs), self.helpers)[2],
-                                     lambda g: g[1] > max(2e-4, 5 * g[0]))
+                gap = objects.settle(gap,
+                                     lambda: objects.called(fn, copy.deepcopy(args), copy.deepcopy(kwargs),
+                                                            self.helpers)[2], lambda g: g[1] > max(2e-4, 5 * g[0]))
                 if gap:
-                    self.findings.append(("probe.gpu_busy_after_return", "%s: the GPU was still busy %.3g s after the caller's stream "
-                                          "had finished (%.3g s)" % (where, gap[1], gap[0])))
+                    self.findings.append(("probe.gpu_busy_after_return",
+                                          "%s: the GPU was still busy %.3g s after the caller's stream had finished "
+                                          "(%.3g s)" % (where, gap[1], gap[0])))
         except TypeError as e:
             self.findings.append(("probe.output_not_plain", "%s returned a %s, not plain values" % (where, e)))
             return None
@@ -339,8 +356,9 @@ class Probing:
         if not close(now, later):
             self.findings.append(("probe.output_changed_later", "%s: its output changed after it had returned" % where))
         elif not self.late_checked and late_inputs_differ(fn, args, kwargs):
-            self.findings.append(("probe.answered_before_inputs", "%s: with the caller's stream held back, it answered before its "
-                                  "inputs were written (its work runs on a stream that does not wait for the caller's)" % where))
+            self.findings.append(("probe.answered_before_inputs",
+                                  "%s: with the caller's stream held back, it answered before its inputs were written "
+                                  "(its work runs on a stream that does not wait for the caller's)" % where))
         self.late_checked = True  # once: a kernel fault it provokes would end the probing
         return (a0, k0), later
 
@@ -374,8 +392,11 @@ class Probing:
                 again = plain(fn(*target[0], **target[1]))
                 fresh_in = (copy.deepcopy(other), copy.deepcopy(kwargs))  # kept: no later copy takes its ids
                 fresh = plain(fn(*fresh_in[0], **fresh_in[1]))
-                if not close(fresh, first, loose=True) and close(again, first, loose=True) and not close(again, fresh, loose=True):
-                    self.findings.append(("probe.old_output_after_rewrite", "%s: after its inputs were rewritten in place it returned the old output" % where))
+                if (not close(fresh, first, loose=True) and close(again, first, loose=True)
+                    and not close(again, fresh, loose=True)):
+                    self.findings.append(("probe.old_output_after_rewrite",
+                                          "%s: after its inputs were rewritten in place it returned the old output"
+                                              % where))
         except Exception:  # noqa: BLE001 - rolled values the function cannot take: no conclusion
             self.checks["skipped"].append("%s: rewritten inputs raised" % rec["fn"])
 
@@ -405,17 +426,20 @@ class Probing:
         if any(all(ok for _, ok in calls) for calls in passes.values()):
             for calls in passes.values():
                 if not any(ok for _, ok in calls):
-                    findings += [("probe.wrong_in_unchecked_pass", "%s: its output differs from the baseline's on this input" % w)
+                    findings += [("probe.wrong_in_unchecked_pass",
+                                  "%s: its output differs from the baseline's on this input" % w)
                                  for w, _ in calls]
         if self.paced:
             pace, chosen, base_first = self.paced
-            checks["pace"] = pace.candidate_after(chosen, base_first, lambda rec: _entry(self.mods[rec["file"]], rec["fn"]),
-                                                  self.helpers, float(cfg["pace"].get("budget_sec", 3)) / 2)
+            checks["pace"] = pace.candidate_after(chosen, base_first,
+                                                  lambda rec: _entry(self.mods[rec["file"]], rec["fn"]), self.helpers,
+                                                  float(cfg["pace"].get("budget_sec", 3)) / 2)
         if cfg.get("profile"):
             _profile(cfg, self.replayable, self.reference)
         now = time.perf_counter()
         checks["phases"] = {"modules": round(self.spent, 4), "probing": round(now - self.t_main - self.spent, 4),
-                            "started": round(self.t_main - _T0, 4)}  # where a probe's time goes (its imports before main)
+                            # where a probe's time goes (its imports before main)
+                            "started": round(self.t_main - _T0, 4)}
         checks["wall"] = [round(_T0_WALL, 4), round(time.time(), 4)]
         with open(OUT, "w") as f:
             json.dump({"findings": findings, "checks": checks}, f)
@@ -443,11 +467,12 @@ def _profile(cfg, replayable, reference):
             ref = reference(rec, key, 0) if key in cfg["profile"].get("baseline_refs", ()) else None
             bfn = getattr(ref, rec["fn"], None) if ref is not None else None
             if bfn is not None:
-                base.append(({**rec, "file": getattr(ref, "__file__", None)}, bfn, copy.deepcopy(args), copy.deepcopy(kwargs)))
+                base.append(({**rec, "file": getattr(ref, "__file__", None)}, bfn, copy.deepcopy(args),
+                             copy.deepcopy(kwargs)))
         except Exception:  # noqa: BLE001 - the baseline's profile is a comparison only
             pass
-    got = pesflow_profile.profile(chosen, float(cfg["profile"].get("budget_sec", 3)), HELPERS, os.path.dirname(CONFIG), base,
-                                  cfg["profile"].get("total_sec"))
+    got = pesflow_profile.profile(chosen, float(cfg["profile"].get("budget_sec", 3)), HELPERS, os.path.dirname(CONFIG),
+                                  base, cfg["profile"].get("total_sec"))
     with open(os.path.join(os.path.dirname(OUT), "profile.json"), "w") as f:
         json.dump(got, f)
 

@@ -272,7 +272,8 @@ def probe_scaled(rec, blob, cand_cls, base_cls, h, budget, where, recorded_steps
         return [], [note]
     _, w, name, n = max(wrong)  # the evidence: the method most often wrong, the class's own methods first
     as_recorded = ("as the baseline's (%d compared)" % compared) if compared else "nothing to compare"
-    return [("probe.object_wrong_once_large", "%s: %s answered otherwise than the baseline's in %d of %d calls once its calls "
+    return [("probe.object_wrong_once_large",
+             "%s: %s answered otherwise than the baseline's in %d of %d calls once its calls "
              "with inputs were repeated %d times on fresh copies (then %s); its %d recorded calls answered %s" % (
                  where, name, w, n, reps, "/".join(drain), recorded_steps, as_recorded))], [note]
 
@@ -320,8 +321,10 @@ def probe(rec, blob, cand_cls, base_classes, h, budget, full, where):
             notes.append([rec["fn"], sum(t_first), sum(t_same), sum(t_copy), slow[:8]])
             if slow:
                 i = slow[0]
-                findings.append(("probe.object_fast_only_on_seen", "%s: call %d (%s) took %.3g s on copies of its inputs, %.3g s on the same "
-                                 "objects again (the least of each)" % (where, i + 1, hist["calls"][i][0], t_copy[i], t_same[i])))
+                findings.append(("probe.object_fast_only_on_seen",
+                                 "%s: call %d (%s) took %.3g s on copies of its inputs, %.3g s on the same objects "
+                                 "again (the least of each)" % (where, i + 1, hist["calls"][i][0], t_copy[i],
+                                                                t_same[i])))
         except Exception:  # noqa: BLE001 - no conclusion
             pass
     return findings, matches, notes

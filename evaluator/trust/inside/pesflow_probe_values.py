@@ -69,7 +69,8 @@ def close(a, b, loose=False):
                 return False
             if x.dtype.kind in "fc" or y.dtype.kind in "fc":
                 x, y = x.astype(np.float64), y.astype(np.float64)
-                ok = np.isclose(x, y, rtol=LOOSE_RTOL if loose else RTOL, atol=LOOSE_ATOL if loose else ATOL, equal_nan=True)
+                ok = np.isclose(x, y, rtol=LOOSE_RTOL if loose else RTOL, atol=LOOSE_ATOL if loose else ATOL,
+                                equal_nan=True)
                 return _enough(int(np.count_nonzero(ok)), ok.size, loose)
             return bool(np.array_equal(x, y)) if not loose else _enough(int(np.count_nonzero(x == y)), x.size, True)
         except (TypeError, ValueError):
@@ -92,7 +93,8 @@ def _close_tensors(t, a, b, loose):
             return True
         if x.is_floating_point() or y.is_floating_point() or x.is_complex() or y.is_complex():
             kind = t.complex128 if x.is_complex() or y.is_complex() else t.float64
-            ok = t.isclose(x.to(kind), y.to(kind), rtol=LOOSE_RTOL if loose else RTOL, atol=LOOSE_ATOL if loose else ATOL, equal_nan=True)
+            ok = t.isclose(x.to(kind), y.to(kind), rtol=LOOSE_RTOL if loose else RTOL,
+                           atol=LOOSE_ATOL if loose else ATOL, equal_nan=True)
             return _enough(int(ok.sum().item()), x.numel(), loose)
         same = x == y
         return _enough(int(same.sum().item()), x.numel(), True) if loose else bool(same.all().item())
@@ -113,7 +115,8 @@ def numeric(v, depth=0):
     if t is not None and isinstance(v, t.Tensor):
         return True
     if isinstance(v, (bool, int, float, complex)) or (np is not None and isinstance(v, (np.ndarray, np.generic))
-                                                      and getattr(v, "dtype", None) is not None and v.dtype.kind in "biufc"):
+                                                      and getattr(v, "dtype", None) is not None
+                                                      and v.dtype.kind in "biufc"):
         return True
     if isinstance(v, (list, tuple)) and depth < 6:
         return bool(v) and all(numeric(x, depth + 1) for x in v)
@@ -136,7 +139,8 @@ def leaves(v, out=None):
     of every kind the harness passes, not only arrays, get new values)."""
     out = [] if out is None else out
     np, t = _np(), _torch()
-    if (np is not None and isinstance(v, np.ndarray) and v.flags.writeable) or (t is not None and isinstance(v, t.Tensor)) or _flat(v):
+    if ((np is not None and isinstance(v, np.ndarray) and v.flags.writeable)
+        or (t is not None and isinstance(v, t.Tensor)) or _flat(v)):
         out.append(v)
     elif isinstance(v, (tuple, list)):
         for x in v:
@@ -179,7 +183,8 @@ def shifts(args, count):
 
 
 def nbytes(args):
-    return sum(int(getattr(x, "nbytes", 0) or (x.numel() * x.element_size() if hasattr(x, "numel") else 0)) for x in leaves(args))
+    return sum(int(getattr(x, "nbytes", 0) or (x.numel() * x.element_size() if hasattr(x, "numel") else 0))
+               for x in leaves(args))
 
 
 def overwrite(dst, src):

@@ -153,7 +153,8 @@ def main():
     out = {"checked": {}, "loaded": [], "failed": []}
     t0 = time.perf_counter()
     _preload(list(cfg.get("warm_modules") or []), roots, out)
-    for own in ("pesflow_probe_values", "pesflow_probe_inputs", "pesflow_probe_objects", "pesflow_same_answer"):  # from CONFIG_DIR (first on the path), read-only
+    # from CONFIG_DIR (first on the path), read-only
+    for own in ("pesflow_probe_values", "pesflow_probe_inputs", "pesflow_probe_objects", "pesflow_same_answer"):
         try:
             importlib.import_module(own)
         except Exception:  # noqa: BLE001 - the probe imports it itself, or meets the same error
@@ -198,7 +199,8 @@ def main():
     say.close()  # nothing the candidate's code runs here can write to the host's file
     sys.argv[:] = ["-c"]
     import pesflow_probe  # noqa: PLC0415 - optional until go: its clock starts at its import
-    pesflow_probe.WARM = {"preloaded": out["loaded"], "failed": out["failed"], "seconds": round(time.perf_counter() - t0, 3)}
+    pesflow_probe.WARM = {"preloaded": out["loaded"], "failed": out["failed"],
+                          "seconds": round(time.perf_counter() - t0, 3)}
     pesflow_probe.run()  # as a cold probe runs: its exit status, and out without the interpreter's teardown
 
 

@@ -136,7 +136,8 @@ def torch_profile(fn, args, kwargs, budget_sec, nbytes, sync, out=None):
     time), with the bytes the inputs and the output hold (a lower bound on what a call moves)
     and the FLOPs torch counts."""
     t = _torch()
-    from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415 - slow to import (torch.profiler): only where a GPU profile is asked for
+    # only where a GPU profile is asked for:
+    from torch.profiler import ProfilerActivity, profile  # noqa: PLC0415 - slow to import (torch.profiler)
     wall, timed = _timed(fn, args, kwargs, budget_sec, sync)
     n, end = 0, time.perf_counter() + 0.5 * budget_sec
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], with_flops=True) as prof:
@@ -156,9 +157,9 @@ def torch_profile(fn, args, kwargs, budget_sec, nbytes, sync, out=None):
             flops += int(getattr(e, "flops", 0) or 0)
     kernels.sort(key=lambda k: -k["seconds"])
     return {"how": "torch.profiler", "device": "cuda", "calls": n, "timed_calls": timed, "seconds_per_call": wall,
-            "device_seconds_per_call": sum(k["seconds"] for k in kernels), "kernels_per_call": sum(k["count"] for k in kernels),
-            "kernels": kernels[:TOP], "bytes_per_call": nbytes((args, kwargs, out)), "flops_per_call": flops // n,
-            "dtype": _dtype(args)}
+            "device_seconds_per_call": sum(k["seconds"] for k in kernels),
+            "kernels_per_call": sum(k["count"] for k in kernels), "kernels": kernels[:TOP],
+            "bytes_per_call": nbytes((args, kwargs, out)), "flops_per_call": flops // n, "dtype": _dtype(args)}
 
 
 # ------------------------------------------------------------------ Nsight Compute
@@ -181,8 +182,8 @@ def ncu_command(ncu, exe, script, request_file, kernels=()):
     """The replay of one kept call under ncu, clocks left as the grader ran them; only the
     kernels named (the ones torch.profiler found taking the most time), a few launches each."""
     names = sorted({kernel_base(k) for k in kernels if kernel_base(k)})
-    pick = ["--kernel-name", "regex:^(%s)$" % "|".join(re.escape(n) for n in names), "--launch-count", str(2 * len(names))] \
-        if names else ["--launch-count", "20"]
+    pick = (["--kernel-name", "regex:^(%s)$" % "|".join(re.escape(n) for n in names), "--launch-count",
+             str(2 * len(names))] if names else ["--launch-count", "20"])
     return [ncu, "--clock-control", "none", "--csv", "--page", "raw", "--metrics", ",".join(NCU_METRICS), *pick,
             exe, "-I", script, "replay", request_file]
 
@@ -214,11 +215,13 @@ def parse_ncu_csv(text):
             except ValueError:
                 return None
         k = by_name.setdefault(r[col["Kernel Name"]], {"name": r[col["Kernel Name"]], "launches": 0, "seconds": 0.0,
-                                                        "dram_pct": 0.0, "sm_pct": 0.0, "occupancy_pct": 0.0, "bytes": 0.0})
+                                                        "dram_pct": 0.0, "sm_pct": 0.0, "occupancy_pct": 0.0,
+                                                        "bytes": 0.0})
         secs = (num(NCU_METRICS[0]) or 0.0) * scale
         k["launches"] += 1
         k["seconds"] += secs
-        for key, metric in (("dram_pct", NCU_METRICS[1]), ("sm_pct", NCU_METRICS[2]), ("occupancy_pct", NCU_METRICS[3])):
+        for key, metric in (("dram_pct", NCU_METRICS[1]), ("sm_pct", NCU_METRICS[2]),
+                            ("occupancy_pct", NCU_METRICS[3])):
             k[key] += (num(metric) or 0.0) * secs  # time-weighted means
         k["bytes"] += (num("dram__bytes.sum") or 0.0) * byte_scale
     kernels = []
@@ -238,7 +241,8 @@ def find_ncu(path=None):
     found = shutil.which("ncu", path=path)
     if found:
         return found
-    for pattern in (HOST_NCU, "/usr/local/cuda/bin/ncu", "/usr/local/cuda-*/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu"):
+    for pattern in (HOST_NCU, "/usr/local/cuda/bin/ncu", "/usr/local/cuda-*/bin/ncu",
+                    "/opt/nvidia/nsight-compute/*/ncu"):
         hits = sorted(glob.glob(pattern))
         if hits and os.access(hits[-1], os.X_OK):
             return hits[-1]
@@ -280,7 +284,8 @@ def replay(request_file):
     with open(request_file) as f:
         req = json.load(f)
     sys.path.insert(0, req["config_dir"])
-    import pesflow_probe_inputs as inputs  # noqa: PLC0415 - slow to import: the probe's loader, from the config folder, in ncu's child only
+    # the probe's loader, from the config folder, in ncu's child only:
+    import pesflow_probe_inputs as inputs  # noqa: PLC0415 - slow to import
     rec = req["rec"]
     sys.path[1:1] = [p for p in rec.get("sys_path") or [] if p not in sys.path]
     os.chdir(rec.get("cwd") or "/")

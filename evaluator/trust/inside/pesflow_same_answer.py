@@ -29,7 +29,8 @@ def sample(v, depth=0):
     mod = (getattr(t, "__module__", "") or "").split(".")[0]
     try:
         if mod == "torch" and hasattr(v, "detach") and hasattr(v, "numel") and v.numel() and not v.is_sparse:
-            if not (v.is_floating_point() or v.is_complex() or str(v.dtype).startswith(("torch.int", "torch.uint", "torch.bool"))):
+            if not (v.is_floating_point() or v.is_complex()
+                    or str(v.dtype).startswith(("torch.int", "torch.uint", "torch.bool"))):
                 return None
             flat = v.detach().reshape(-1)
             return flat[::max(1, flat.numel() // _SAMPLED)][:_SAMPLED].clone()
@@ -50,7 +51,8 @@ def tracker():
         """fingerprint: called only where the output holds arrays (inside the harness's timing)."""
         try:
             s = sample(out)
-            if s is None or type(s) in (bool, int, float):  # numbers alone: a counter's or an allocator's, stateful by contract
+            # numbers alone: a counter's or an allocator's, stateful by contract
+            if s is None or type(s) in (bool, int, float):
                 return
             key = (entry, fingerprint())
         except Exception:  # noqa: BLE001 - never the harness's failure
@@ -98,8 +100,10 @@ def judged(varied, replayable, baseline_of):
             base = baseline_of(rec, key)
             if base is not None and baseline_alike(base, args, kwargs):
                 out.append(("probe.same_inputs_answered_otherwise",
-                            "%s: calls %s and %s of the process `%s` asked it the same inputs, unchanged, and got other answers "
+                            "%s: calls %s and %s of the process `%s` asked it the same inputs, "
+                            "unchanged, and got other answers "
                             "(the baseline answers an input alike each time)" % (
-                                v.get("fn"), v.get("n"), v.get("later"), " ".join(map(str, (v.get("argv") or [])[:3])))))
+                                v.get("fn"), v.get("n"), v.get("later"),
+                                " ".join(map(str, (v.get("argv") or [])[:3])))))
             break
     return out
