@@ -117,7 +117,8 @@ def entry(x):
     "import functools\ndef _impl(x, scale):\n    return x * scale\nentry = functools.partial(_impl, scale=1)\n",
     "class _K:\n    def run(self, x):\n        return x + 0\nentry = _K().run\n",
     "import functools\nclass _K:\n    def run(self, x, s):\n        return x * s\nentry = functools.partial(_K().run, s=1)\n",
-], ids=["partial", "bound_method", "partial_of_a_bound_method"])
+    "class _K:\n    scale = 1\n    def __call__(self, x):\n        return x * self.scale\nentry = _K()\n",
+], ids=["partial", "bound_method", "partial_of_a_bound_method", "callable_instance"])
 def test_an_entry_point_that_is_not_a_plain_function_is_watched_by_its_name(tmp_path, entry):
     """The harness's k.entry sampled and kept whatever kind of callable it is, under the name the
     harness took it by (what the probe looks up again, in the candidate's module and the baseline's)."""
@@ -126,6 +127,30 @@ def test_an_entry_point_that_is_not_a_plain_function_is_watched_by_its_name(tmp_
     recs = runtime.records(events, socket_used=False)
     assert recs and {r["fn"] for r in recs} == {"entry"} and all(r["argv"][-1] == "timing" for r in recs)
     assert {e["fn"] for e in events if e["kind"] == "call"} == {"submission.kernel:entry"}
+
+
+def test_a_callable_instance_s_stand_in_is_the_instance_to_the_harness_but_for_the_call():
+    """A harness that reads or sets the instance's other attributes, or asks its class, sees the
+    instance; only the call goes through the guard."""
+    from evaluator.trust.inside.pesflow_guard_calls import StandIn, code_behind, stand_in
+
+    class K:
+        scale = 2
+
+        def __call__(self, x):
+            return x * self.scale
+    k, calls = K(), []
+
+    def call(*a):
+        calls.append(a)
+        return k(*a)
+    s = stand_in(k, call)
+    assert isinstance(s, StandIn) and isinstance(s, K) and s.__class__ is K and s.__wrapped__ is k
+    assert s(3) == 6 and calls == [(3,)]
+    s.scale = 5
+    assert k.scale == 5 and s.scale == 5 and s(1) == 5
+    assert code_behind(k) is K.__call__ and code_behind(K) is None and code_behind(len) is None
+    assert stand_in(len, call) is call and stand_in(call, call) is call
 
 
 def test_a_child_python_that_keeps_site_is_not_guard_evasion(tmp_path):

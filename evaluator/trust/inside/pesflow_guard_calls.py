@@ -5,6 +5,8 @@ counts its calls could have told apart), the kinds of the values returned and th
 for the probes after the grader and written out at exit, with the output the harness got from
 it (pesflow_guard_seen.py). Standard library only; Python 3.8+."""
 
+import types
+
 _SAMPLE_LIMIT = 1 << 16  # sampled calls: the first two, then one drawn in each doubling up to 65536
 _SIZE_SAMPLE = 32  # a container's items an input's size is estimated from (rough_size)
 _KEEP = 3  # records kept per entry point and process: the latest (a checking pass then a timed one keeps the timed)
@@ -14,6 +16,63 @@ _READ_HOOKS = ("__len__", "__iter__", "__getitem__", "__eq__", "__bool__", "__ar
                "__array_ufunc__", "__array_interface__", "__torch_function__", "tolist", "copy", "__getattribute__",
                "__getattr__")
 EXPORTS = ("records", "kind", "wrapper", "entry_module_class", "after_exec", "at_exit")
+
+
+def code_behind(v):
+    """The plain function that runs when `v` is called, where `v` is a callable the harness can
+    only call, taken as an entry point: a bound method, a functools.partial (of either), an
+    instance of a class whose __call__ is a plain function (the harness gets a StandIn for it). A
+    class is watched through its instances (instrument_class)."""
+    for _ in range(4):  # a partial of a bound method of ...: a few hops, never a loop
+        t = type(v)
+        if t is types.FunctionType:
+            return v
+        if t is types.MethodType:
+            v = v.__func__
+        elif getattr(t, "__module__", "") == "functools" and t.__name__ == "partial":
+            v = v.func
+        elif callable_instance(v):
+            return t.__call__
+        else:
+            return None
+    return None
+
+
+class StandIn:
+    """What the harness gets for a callable instance of the candidate's: a call goes through the
+    guard's wrapper (`call`), every other attribute to the instance, read and written, and
+    isinstance sees the instance's own class."""
+
+    __slots__ = ("_pesflow_target", "_pesflow_call", "__wrapped__")
+
+    def __init__(self, target, call):
+        object.__setattr__(self, "_pesflow_target", target)
+        object.__setattr__(self, "_pesflow_call", call)
+        object.__setattr__(self, "__wrapped__", target)
+
+    def __call__(self, *a, **k):
+        return object.__getattribute__(self, "_pesflow_call")(*a, **k)
+
+    def __getattr__(self, name):
+        return getattr(object.__getattribute__(self, "_pesflow_target"), name)
+
+    def __setattr__(self, name, value):
+        setattr(object.__getattribute__(self, "_pesflow_target"), name, value)
+
+    @property
+    def __class__(self):
+        return type(object.__getattribute__(self, "_pesflow_target"))
+
+
+def stand_in(v, call):
+    """`call` (the guard's wrapper of `v`), as the harness is given it: a StandIn where `v` is a
+    callable instance, whose other attributes a bare wrapper would hide."""
+    return StandIn(v, call) if callable_instance(v) else call
+
+
+def callable_instance(v):
+    """Whether `v` is an instance (not a class) of a class whose __call__ is a plain function."""
+    return not isinstance(v, type) and type(getattr(type(v), "__call__", None)) is types.FunctionType
 
 
 def install(g):
@@ -213,23 +272,6 @@ def install(g):
         guard's own work (traced events) stays the same from one grading to the next."""
         return int.from_bytes(hashlib.sha256(b"%s|%s|%d" % (salt, fid.encode(), i)).digest()[:4], "little")
 
-    def code_behind(v):
-        """The plain function that runs when `v` is called, where `v` is a callable the harness can
-        only call, taken as an entry point: a bound method, a functools.partial (of either). A
-        class is watched through its instances (instrument_class); an instance with __call__ is
-        left as it is (a harness may use its other attributes, which a wrapper would hide)."""
-        for _ in range(4):  # a partial of a bound method of ...: a few hops, never a loop
-            t = type(v)
-            if t is types.FunctionType:
-                return v
-            if t is types.MethodType:
-                v = v.__func__
-            elif getattr(t, "__module__", "") == "functools" and t.__name__ == "partial":
-                v = v.func
-            else:
-                return None
-        return None
-
     def entry_module_class(role_name):
         cache = {}
 
@@ -253,7 +295,7 @@ def install(g):
                 caller = sys._getframe(1).f_code.co_filename
                 if role(caller) is not None:
                     return v  # the candidate's own use of its module: never slowed
-                w = cache[name] = wrapper(v, role_name, self, name)
+                w = cache[name] = stand_in(v, wrapper(v, role_name, self, name))
                 return w
 
             def __setattr__(self, name, value):
