@@ -1,14 +1,14 @@
 """Does the trust screen change the figure it screens? Each package's reference graded with the
 screen off and on, in turn (off, on, off, ...), under each grader, on one machine, side by side.
 
-A counted figure (the package declares a metric that is not a time: evaluator/trust/watch.py)
+The official grading never has the screen in it (evaluator/trust/watch.py), so a counted figure
 must be the screen-off figure exactly, unless the grader itself differs between two screen-off
 gradings (then within that spread); a timed one within the grader's own spread. Every row:
 the figures in the order graded, the spread of the screen-off ones, the ratio of the medians,
 and whether the screen-on gradings were suspect or need review.
 
     python3 benchmarks/screen_figures.py --tasks-root <benchmark>/tasks --task T ... \
-        [--grader dev|hidden|both] [--repeats 2] [--watch auto|apart|same] [--cache DIR] [--out FILE.jsonl]
+        [--grader dev|hidden|both] [--repeats 2] [--cache DIR] [--out FILE.jsonl]
 """
 
 from __future__ import annotations
@@ -78,7 +78,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--task", action="append", default=[])
     ap.add_argument("--grader", default="both", choices=("dev", "hidden", "both"))
     ap.add_argument("--repeats", type=int, default=2, help="gradings of each setting, alternating (off first)")
-    ap.add_argument("--watch", default="auto", choices=("auto", "apart", "same"))
     ap.add_argument("--mode", default="oracle", choices=("oracle", "noop"))
     ap.add_argument("--cache", default=None)
     ap.add_argument("--install-steps", default="auto", choices=("auto", "skip", "require"))
@@ -93,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     local = LocalConfig(cache_dir=cache, install_steps=a.install_steps)
     evs = {"off": Evaluator(EvaluatorConfig(local=local, trust=TrustConfig(enabled=False)), tasks_roots=a.tasks_root,
                             log_root=logs / "off"),
-           "on": Evaluator(EvaluatorConfig(local=local, trust=TrustConfig(watch=a.watch)), tasks_roots=a.tasks_root,
+           "on": Evaluator(EvaluatorConfig(local=local, trust=TrustConfig()), tasks_roots=a.tasks_root,
                            log_root=logs / "on")}
     out = open(a.out, "a") if a.out else None
     graders = ["hidden", "dev"] if a.grader == "both" else [a.grader]
@@ -110,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                 r = {"task": name, "grader": grader, "screen": screen, "status": v.status.value, "figure": judged_figure(v),
                      "reward": v.reward, "suspect": v.trust.suspect, "needs_review": v.trust.needs_review,
                      "reasons": v.trust.reasons[:3], "seconds": round(time.monotonic() - t0, 2),
-                     "watch": (v.trust.checks.get("watch") or {}).get("how", "same" if screen == "on" else None),
+                     "watch": (v.trust.checks.get("watch") or {}).get("how"),
                      "watched_figure": (v.trust.checks.get("watch") or {}).get("figure")}
                 rows.append(r)
                 print(f"  {grader:6} {screen:3} {r['status']:10} figure {r['figure']!s:>12} watched {r['watched_figure']!s:>10}"

@@ -104,13 +104,12 @@ class TrustConfig(_Strict):
     # local backend: the probe's imports done beside the grader (torch) or while its grading is read
     # (pesflow_probe_warm.py)
     warm_probe: bool = True
-    # the score from a grading with nothing of the screen in it, the guard and probes in a second
-    # one (apart), or both in one grading (same); auto: apart where the package's metric is a count
-    watch: Literal["auto", "apart", "same"] = "auto"
+    # (the score always comes from a grading with nothing of the screen in it; the guard and the
+    # probes watch a second one: evaluator/trust/watch.py)
     watch_tolerance: float = Field(2.0, gt=1)  # scored figure over watched past this: a person looks
-    # a search's correct grading at or under its best so far: probes and watched grading deferred until
-    # it is picked (always); apart: only where the screen watches from a second grading; never
-    defer_below_best: Literal["apart", "always", "never"] = "always"
+    # a search's correct grading at or under its best so far: its watched grading deferred until it
+    # is picked (always), or made when graded (never)
+    defer_below_best: Literal["always", "never"] = "always"
 
 
 class EvaluatorConfig(_Strict):

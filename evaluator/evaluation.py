@@ -30,7 +30,7 @@ from evaluator import profile as profiles
 from evaluator import mismatch
 from evaluator.device import check_device, device_env
 from evaluator.task import OFFICIAL_URL, Task, grader_command, load_task, task_roots
-from evaluator.trust import later, runtime, watch, written
+from evaluator.trust import runtime, watch, written
 from evaluator.trust.screen import Graded, Prober, TrustScreen
 from evaluator.trust.findings import Trust, withhold_untrusted
 from evaluator.planned import PlannedGrading, Refused, refuse_outside_scope, restore_files
@@ -86,8 +86,8 @@ class Evaluator:
         (evaluator/ceilings.py; {} where none are known): Verdict.profile (evaluator/profile.py).
         `result_bar`: a search's best figure so far; a correct grading at or under it has its probes
         and its watched grading deferred (trust.deferred, evaluator/trust/screen.py `defers`).
-        `scored`: that deferred grading's verdict, when the search picks it: where the screen
-        watches apart, only the watched grading is made now (the figure stays the scored one).
+        `scored`: that deferred grading's verdict, when the search picks it: only the watched
+        grading is made now (the figure stays the scored one).
         `explain`: a dev grading failed by a correctness gate says how its answers differ from the
         baseline's (Verdict.mismatch): asked by what shows it to a model or a person, never paid
         for where nobody reads it (a check of a package, a hostile candidate's test)."""
@@ -164,24 +164,17 @@ class Evaluator:
             *(r for r in task.scope if "*" not in r), *screened])}
         guard = self.trust.guard_config(mode, task.source_root, {**baseline, **screened}, baseline, env,
                                         warm_key=task.content_hash[:20])
-        two, why = watch.apart(self.config.trust.watch, task.toml.primary_metric.metric_kind,
-                               task.toml.verifier.timing_metric)
         return PlannedGrading(task, prepared, mode, grader, device, env, files, screened, baseline, guard, log_dir,
-                        self.config.timeout_sec or task.toml.verifier.timeout_sec, base, what.reviewer,
-                        apart=two, watch_why=why)
+                              self.config.timeout_sec or task.toml.verifier.timeout_sec, base, what.reviewer)
 
     def _graded_verdict(self, g: "PlannedGrading", scored: Verdict | None) -> Verdict:
-        """The grading stage: the official grading and the screen's own (apart, later, or inside)."""
-        if g.guard is not None and g.apart:
-            return self._grade_apart(g, g.watch_why, scored)
-        v = self._probe_later(g, scored) if g.guard is not None and scored is not None else None
-        v = v or self._grade(g)
-        if g.guard is not None and v.trust.checks.get("screened"):
-            v.trust.checks["watch"] = {"how": "same", "why": g.watch_why}
-        return v
+        """The grading stage. With the screen off, one grading. With it on, the official grading has
+        nothing of pesflow's in its processes (its figure is the grader's alone), and the guard and
+        the probes watch gradings of their own (evaluator/trust/watch.py)."""
+        return self._grade(g) if g.guard is None else self._grade_apart(g, scored)
 
     def _grade(self, g: "PlannedGrading") -> Verdict:
-        """One grading, the guard inside it when the screen is on: its figures and its trust."""
+        """One grading, the guard inside it when `g` has one (a watched grading): its figures and its trust."""
         live: list[Verdict] = []
 
         def then(run: GradeRun, prober) -> None:  # the backend's: the sandbox waits for the probes
@@ -192,13 +185,13 @@ class Evaluator:
         run = self.backend.grade(g.prepared, request)
         return live[0] if live else self._interpret(g, run, self._fresh_prober(g))
 
-    def _grade_apart(self, g: "PlannedGrading", why: str, scored: Verdict | None = None) -> Verdict:
+    def _grade_apart(self, g: "PlannedGrading", scored: Verdict | None = None) -> Verdict:
         """The figures from a grading with nothing of the screen in it (exactly what the grader
         writes with the screen off); the trust from a second grading of the same candidate with
-        the guard and the probes in, made where the first is correct (evaluator/trust/watch.py).
-        `scored`: a correct one made earlier, whose watch was deferred: only the watch now."""
+        the guard and the probes in, made where the first could become a result. `scored`: a
+        correct one made earlier, whose watch was deferred: only the watch now."""
         scored_g = replace(g, guard=None)
-        how: dict = {"how": "apart", "why": why}
+        how: dict = {"how": "apart", "why": watch.WHY}
         run: GradeRun | None = None
         if scored is not None and scored.correct and scored.status == Status.ok:
             v = scored.model_copy(deep=True, update={"trust": Trust(), "log_dir": str(g.log_dir)})
@@ -208,34 +201,25 @@ class Evaluator:
                                    timeout=g.timeout, out_dir=g.log_dir)
             run = self.backend.grade(g.prepared, request)
             v = self._interpret(scored_g, run, None)
-        if not v.correct:  # never a result: the static read is all the trust it needs
+        because = self._unwatched(scored_g, run, v)
+        if because is not None:  # never a result now: the static read is all the trust it needs
             v = self._judge(scored_g, run, v, None)
-            v.trust.checks["watch"] = {**how, "watched": False, "because": f"not a result: {v.status.value}"}
+            v.trust.deferred = because.startswith("deferred") and not v.trust.suspect
+            v.trust.checks["watch"] = {**how, "watched": False, "because": because,
+                                       **({"deferred": True} if v.trust.deferred else {})}
+            self._diagnosed(g, v)
             return v
-        graded = self._graded(scored_g, run, v, False) if run is not None else None
-        if graded is not None and not self.trust.gains(graded):  # no faster than the baseline: never watched
-            v = self._judge(scored_g, run, v, None)
-            v.trust.checks["watch"] = {**how, "watched": False,
-                                       "because": "no faster than the baseline: nothing a cheat gains"}
-            return v
-        if graded is not None and self.trust.defers(graded):  # could not become a result now: watched once picked
-            v = self._judge(scored_g, run, v, None)
-            v.trust.deferred = not v.trust.suspect
-            v.trust.checks["watch"] = {**how, "watched": False, "deferred": True,
-                                       "because": f"deferred: the figure {judged_figure(v):.4g} does not "
-                                                  f"pass the search's best so far, {g.bar:.4g}"}
-            return v
-        (g.log_dir / "watched").mkdir(exist_ok=True)
+        (g.log_dir / watch.WATCHED).mkdir(exist_ok=True)
         t0 = time.monotonic()
-        watched = self._grade(replace(g, log_dir=g.log_dir / "watched", official=v))
+        watched = self._grade(replace(g, log_dir=g.log_dir / watch.WATCHED, official=v))
         watched.seconds = round(time.monotonic() - t0, 3)
-        (g.log_dir / "watched" / "verdict.json").write_text(watched.model_dump_json(indent=1))
+        (g.log_dir / watch.WATCHED / "verdict.json").write_text(watched.model_dump_json(indent=1))
         v.trust = watched.trust
         figure = judged_figure(v)
         side = {"status": watched.status.value, "correct": watched.correct, "figure": judged_figure(watched),
                 "reasons": watched.hard_fail_reasons}
         v.trust.checks["watch"] = {**how, "watched": True, **side, "seconds": watched.seconds,
-                                   "log_dir": str(g.log_dir / "watched")}
+                                   "log_dir": str(g.log_dir / watch.WATCHED)}
         differs = watch.compare({"correct": True, "figure": figure}, side, self.config.trust.watch_tolerance)
         if differs and not v.trust.suspect:
             v.trust.needs_review = True
@@ -243,17 +227,60 @@ class Evaluator:
         say_trust(v, " when watched")
         return v
 
-    def _probe_later(self, g: "PlannedGrading", scored: Verdict) -> Verdict | None:
-        """A deferred grading's probes alone, on the calls it kept (evaluator/trust/later.py), in a
-        fresh sandbox: its figures and its guard's events stay the scored grading's. None where it
-        kept nothing (a whole grading then)."""
-        run = later.kept(Path(scored.log_dir)) if scored.trust.deferred and scored.correct else None
-        if run is None:
-            return None
-        v = scored.model_copy(deep=True, update={"trust": Trust(), "log_dir": str(g.log_dir)})
-        v = self._judge(replace(g, bar=None), run, v, self._fresh_prober(g))
-        v.trust.checks["later"] = {"scored": scored.log_dir}
-        return v
+    def _unwatched(self, g: "PlannedGrading", run: GradeRun | None, v: Verdict) -> str | None:
+        """Why the official grading `v` is not watched now (None: it is): not correct, no faster
+        than its baseline (nothing a cheat gains), or deferred until the search picks it."""
+        if not v.correct:
+            return f"not a result: {v.status.value}"
+        graded = self._graded(g, run, v, False) if run is not None else None
+        if graded is not None and not self.trust.gains(graded):
+            return "no faster than the baseline: nothing a cheat gains"
+        if graded is not None and self.trust.defers(graded):
+            return f"deferred: the figure {judged_figure(v):.4g} does not pass the search's best so far, {g.bar:.4g}"
+        return None
+
+    def _diagnosed(self, g: "PlannedGrading", v: Verdict) -> None:
+        """What an engineer is told of an official grading the screen did not watch, taken from a
+        grading of its own with the guard recording the calls into the candidate (never the
+        official one): how a failed dev grading's answers differ from the baseline's
+        (Verdict.mismatch), or a correct one's profile. A deferred one is profiled when watched."""
+        explain = g.explain and mismatch.wanted(g.grader, v.status.value, v.hard_fail_reasons)
+        profile = g.profile and v.correct and not v.trust.deferred
+        if not (explain or profile):
+            return
+        if explain and not self.config.mismatch_sec:
+            v.mismatch = mismatch.none("off (evaluator.mismatch_sec is 0)")
+            return
+        if not (g.guard or {}).get("record"):
+            if explain:
+                v.mismatch = mismatch.none(
+                    "the trust probes that keep the dev grader's calls are off (evaluator.trust)")
+            return
+        d = replace(g, log_dir=g.log_dir / watch.DIAGNOSED, official=v)
+        d.log_dir.mkdir(exist_ok=True)
+        done: list[bool] = []
+
+        def then(run: GradeRun, prober) -> None:  # the backend's: the sandbox waits for the replay
+            done.append(self._diagnosis(d, run, v, prober, explain))
+
+        request = GradeRequest(files=d.files, grader=d.grader, env=d.env, reviewer_files=d.reviewer,
+                               timeout=d.timeout, out_dir=d.log_dir, trust=d.guard, then=then)
+        run = self.backend.grade(d.prepared, request)
+        if not done:
+            self._diagnosis(d, run, v, self._fresh_prober(d), explain)
+
+    def _diagnosis(self, d: "PlannedGrading", run: GradeRun, v: Verdict, prober: Prober, explain: bool) -> bool:
+        """The replay of a diagnosing grading's kept calls: the mismatch, or the profile."""
+        if run.infra_error or run.timed_out:
+            if explain:
+                v.mismatch = mismatch.none("the grading that keeps the calls did not finish: "
+                                           f"{run.infra_error or 'it ran past its time'}")
+            return True
+        if explain:
+            v.mismatch = self._mismatch(d, run, prober)
+        else:
+            self.trust.profile(self._graded(d, run, v, True), self._restoring(d, prober))
+        return True
 
     def _interpret(self, g: "PlannedGrading", run: GradeRun, prober: Prober | None) -> Verdict:
         """The grader's result as a Verdict, then the trust stage with `prober` for its probes
@@ -275,7 +302,9 @@ class Evaluator:
                 or ["no output"])
             msg = "; ".join([f"the grader wrote no readable verdict (exit {run.returncode}): {tail[0][:300]}",
                              *run.notes])
-            return Verdict(status=Status.grader_error, message=msg, **base)
+            failed = Verdict(status=Status.grader_error, message=msg, **base)
+            # a watched grading's guard saw what it saw, whatever became of its grader
+            return judged(failed) if g.official is not None else failed
         raw = run.reward if g.grader != "dev" else with_engine_state(  # the gates a dev engine wrote beside it
             run.reward,
             engine_state(g.log_dir, (grader_command("dev", g.prepared.state.get("dev_engine")) or ("", []))[1]))
@@ -300,39 +329,37 @@ class Evaluator:
         return self._explain(g, run, verdict, prober)
 
     def _explain(self, g: "PlannedGrading", run: GradeRun, v: Verdict, prober: Prober | None) -> Verdict:
-        """A dev grading failed by a correctness gate: how its answers differ from the frozen baseline's,
-        after the grader and the trust stage (evaluator/mismatch.py). Only v.mismatch is written."""
-        if (not g.explain or g.official is not None
+        """A dev grading failed by a correctness gate, with the screen's guard not watching (off, or a
+        mode it does not screen): no call was kept to replay, and v.mismatch says so. Where the screen
+        watches, a grading of its own keeps the calls (_diagnosed)."""
+        if (prober is None or not g.explain or g.official is not None
                 or not mismatch.wanted(g.grader, v.status.value, v.hard_fail_reasons)):
             return v
-        if not self.config.mismatch_sec:
-            v.mismatch = mismatch.none("off (evaluator.mismatch_sec is 0)")
-        elif g.apart:
-            v.mismatch = mismatch.none("this package's gradings are watched apart (its figure "
-                                       "is a count the guard would change), so the scored "
-                                       "grading kept no call to replay")
-        elif g.guard is None or not g.guard.get("record") or prober is None:
-            v.mismatch = mismatch.none("the trust guard that keeps the dev grader's calls is off (evaluator.trust)")
-        else:
-            root = g.task.source_root.rstrip("/")
-            changed = {f"{root}/{rel}": text for rel, text in g.baseline.items()
-                       if text and g.screened.get(rel, text) != text}
-            config, tfiles = restore_files(g, {}, {})
-            try:
-                v.mismatch = mismatch.compare(run, changed, prober, g.log_dir, self.config.mismatch_sec,
-                                              runtime.baseline_callables(g.baseline),
-                                              (config["probe"]["restore"], tfiles))
-            except Exception as e:  # noqa: BLE001 - our machinery's trouble never reaches the verdict's figures
-                v.mismatch = mismatch.none(f"the comparison could not run: {type(e).__name__}: {str(e)[:200]}")
+        v.mismatch = mismatch.none("off (evaluator.mismatch_sec is 0)" if not self.config.mismatch_sec else
+                                   "the trust guard that keeps the dev grader's calls is off (evaluator.trust)")
         return v
+
+    def _mismatch(self, g: "PlannedGrading", run: GradeRun, prober: Prober) -> dict[str, Any]:
+        """How the answers of the calls `run` kept differ from the frozen baseline's (evaluator/mismatch.py)."""
+        root = g.task.source_root.rstrip("/")
+        changed = {f"{root}/{rel}": text for rel, text in g.baseline.items()
+                   if text and g.screened.get(rel, text) != text}
+        config, tfiles = restore_files(g, {}, {})
+        try:
+            return mismatch.compare(run, changed, prober, g.log_dir, self.config.mismatch_sec,
+                                    runtime.baseline_callables(g.baseline), (config["probe"]["restore"], tfiles))
+        except Exception as e:  # noqa: BLE001 - our machinery's trouble never reaches the verdict's figures
+            return mismatch.none(f"the comparison could not run: {type(e).__name__}: {str(e)[:200]}")
 
     def _no_profile(self, v: Verdict) -> str:
         """Why a grading asked for a profile has none, where the probe made none."""
         if not v.correct:
             return f"it did not pass ({v.status.value}): there is nothing to profile"
+        if v.trust.deferred:
+            return "deferred: it is profiled when the search picks it (its watched grading)"
         t = self.config.trust
         if not (t.enabled and t.runtime and t.probes):
-            return "the profile rides on the trust probes, which are off (evaluator.trust)"
+            return "the profile replays a call kept by the trust guard, which is off (evaluator.trust)"
         return "no call into the candidate was kept to replay"
 
     @staticmethod
@@ -389,19 +416,20 @@ class Evaluator:
             return self.backend.grade(g.prepared, req)
         return prober
 
-    def _judge(self, g: "PlannedGrading", run: GradeRun, v: Verdict, backend_prober: Prober | None) -> Verdict:
-        """The trust stage: what the screens saw, beside the grader's figures (evaluator/trust/)."""
+    @staticmethod
+    def _restoring(g: "PlannedGrading", backend_prober: Prober) -> Prober:
+        """`backend_prober` with the scope files as graded put back first: a candidate that rewrote
+        its own source while it was graded is probed as it was graded, not as it left itself."""
         def prober(config: dict, tfiles: dict[str, Path], command: str, limit: float) -> GradeRun:
-            # the scope files as graded, put back first: a candidate that rewrote its own source
-            # while it was graded is probed as it was graded, not as it left itself
             config, tfiles = restore_files(g, config, tfiles)
-            return backend_prober(config, tfiles, command, limit)  # type: ignore[misc]
+            return backend_prober(config, tfiles, command, limit)
         prober.same_sandbox = getattr(backend_prober, "same_sandbox", False)  # type: ignore[attr-defined]
+        return prober
 
+    def _judge(self, g: "PlannedGrading", run: GradeRun | None, v: Verdict, backend_prober: Prober | None) -> Verdict:
+        """The trust stage: what the screens saw, beside the grader's figures (evaluator/trust/)."""
         v.trust = self.trust.judge(self._graded(g, run, v, backend_prober is not None),
-                                   prober if backend_prober is not None else None)
-        if v.trust.deferred and not g.apart:  # its probes run later on what it kept, if the search picks it
-            later.keep(run, g.log_dir)
+                                   self._restoring(g, backend_prober) if backend_prober is not None else None)
         probes = v.trust.checks.get("probes")
         if isinstance(probes, dict) and probes.get("ran"):  # where they ran: the grading's own sandbox, or a new one
             probes["sandbox"] = "the grading's" if getattr(backend_prober, "same_sandbox", False) else "fresh"
@@ -423,7 +451,7 @@ class Evaluator:
             timed=watch.figure_kind(task.toml.primary_metric.metric_kind, task.toml.verifier.timing_metric)[0]
                 == "timed",
             profile=profiles.budget(self.config.profile_sec, self.config.profile_share, run.grader_seconds)
-            if g.profile and v.correct else None, bar=g.bar, apart=g.apart)
+            if g.profile and v.correct else None, bar=g.bar)
 
     def _screened_files(self, task: Task, prepared: Prepared, mode: str, files: dict[str, str | None],
                         artifact: Path | None) -> dict[str, str | None]:

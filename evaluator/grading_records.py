@@ -48,8 +48,6 @@ class GradeRun:
     trust_events: list[dict[str, Any]] = field(default_factory=list)  # the guard's events, socket and files merged
     trust_socket: bool = False  # whether they came over the socket (then only its copy of a record is believed)
     node: dict[str, Any] | None = None  # where a cluster backend ran it (ray: node id, host, GPUs, attempts)
-    # where its kept calls' files are, when not the log folder's trust/ (a deferred grading's)
-    trust_dir: Path | None = None
 
 
 @dataclass

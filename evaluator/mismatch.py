@@ -93,7 +93,7 @@ def compare(run: GradeRun, baseline: dict[str, str], prober: Prober, log_dir: Pa
     files: dict[str, Path] = {name: instrument.INSIDE / name for name in FILES}
     files.update(restore[1])
     entries, bases = [], {}
-    kept = run.trust_dir or folder
+    kept = folder
     for i, r in enumerate(recs):
         try:
             with open(kept / Path(str(r.get("path"))).name, "rb") as f:

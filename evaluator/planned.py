@@ -48,9 +48,7 @@ class PlannedGrading:
     official: Verdict | None = None  # a watched grading's: the scored grading's verdict, whose figure counts
     profile: bool = False  # the probe profiles the candidate too (evaluator/profile.py)
     bar: float | None = None  # a search's best figure so far: at or under it, the probes wait (evaluate's result_bar)
-    apart: bool = False  # the score and the screen's watch are two gradings (watch.apart)
     explain: bool = False  # a failed dev grading's answers compared with the baseline's (evaluate's explain)
-    watch_why: str = ""  # why the screen watches from where it does (watch.apart)
 
 
 def restore_files(g: PlannedGrading, config: dict, tfiles: dict[str, Path]) -> tuple[dict, dict[str, Path]]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evaluator.dev_details import DEV_PRODUCTS
-from evaluator.trust.watch import figure_kind, metric_is_timed
+from evaluator.trust.watch import DIAGNOSED, WATCHED, figure_kind, metric_is_timed
 
 if TYPE_CHECKING:
     from evaluator.task import Task
@@ -96,8 +96,9 @@ def budget(profile_sec: float, share: float, grader_seconds: float | None) -> di
 
 
 def read(log_dir: Path) -> dict[str, Any] | None:
-    """The probe's profile of a grading (or of its watched twin), None where none was made."""
-    for p in (log_dir / "probe" / "trust" / PROFILE_FILE, log_dir / "watched" / "probe" / "trust" / PROFILE_FILE):
+    """The probe's profile of a grading (or of the grading watched or diagnosed beside it), None where none was made."""
+    for p in (log_dir / "probe" / "trust" / PROFILE_FILE, log_dir / WATCHED / "probe" / "trust" / PROFILE_FILE,
+              log_dir / DIAGNOSED / "probe" / "trust" / PROFILE_FILE):
         try:
             v = json.loads(p.read_text())
         except (OSError, ValueError):

@@ -17,6 +17,7 @@ from agent.llm.leak_guard import AnchorFigures, renderings
 from agent.readers.audit import audit_run
 from agent.search.grading import Grading
 from agent.search.session import start_run
+from evaluator.trust import watch
 from evaluator.scoring import DevFigure, benchmark_reward, dev_figure, loop_figures
 from evaluator.verdict import Verdict
 from tests.conftest import needs_root
@@ -132,12 +133,16 @@ def two_searches(tmp_path_factory, cache_dir) -> dict[float, tuple[Path, list[Re
 def test_two_searches_that_differ_only_in_the_anchor_send_the_same_requests(two_searches):
     (run_a, ra), (_, rb) = two_searches[ANCHORS[0]], two_searches[ANCHORS[1]]
     best = _feedback_lines(ra)
-    # the dev engine's own figures (its reward.json: a reward it caps at 1), as submit.sh keeps them:
-    # the best line names the highest speedup any dev grading's engine wrote, never one over the anchor
-    engine = [json.loads(p.read_text()).get("raw") for p in run_a.rglob("verdict.json")]
-    top = max(r["speedup"] for r in engine if r and r.get("speedup") is not None and r.get("mode", "candidate") != "noop")
-    said = [ln for ln in best if ln.startswith("best_so_far: submission 2, dev_speedup ") and ln.endswith(", dev_reward 1")]
-    assert said and abs(float(said[0].split("dev_speedup ")[1].split(",")[0]) - top) < 1e-3, (best, top)
+    # the dev engine's own figures (its reward.json), as submit.sh keeps them: the best line names
+    # the highest speedup any official dev grading's engine wrote (the screen's own gradings, in
+    # watched/ and diagnosed/, are no submission), with the engine's reward, never one over the anchor
+    engine = [json.loads(p.read_text()).get("raw") for p in run_a.rglob("verdict.json")
+              if p.parent.name not in (watch.WATCHED, watch.DIAGNOSED)]
+    top = max((r for r in engine if r and r.get("speedup") is not None and r.get("mode", "candidate") != "noop"),
+              key=lambda r: r["speedup"])
+    said = [ln for ln in best if ln.startswith("best_so_far: submission 2, dev_speedup ")]
+    assert said == ["best_so_far: submission 2, dev_speedup %.4g, dev_reward %.4g" % (top["speedup"], top["reward"])], (
+        best, top)
     assert [r.body for r in ra] == [r.body for r in rb]  # byte for byte: the trace cost is deterministic
 
 

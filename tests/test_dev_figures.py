@@ -204,7 +204,8 @@ def test_the_dev_reference_is_a_stage_graded_once_before_the_candidates(tmp_path
     grade = ev.backend.grade
 
     def spy(prepared, request):
-        asked.append((request.grader, bool(request.files)))
+        if request.trust is None:  # the official gradings (the screen watches gradings of its own)
+            asked.append((request.grader, bool(request.files)))
         return grade(prepared, request)
     ev.backend.grade = spy
     fast = "def sum_squares(n):\n    n -= 1\n    return n * (n + 1) * (2 * n + 1) // 6 if n > 0 else 0\n"

@@ -91,11 +91,7 @@ def test_a_deferred_grading_asks_no_probe_and_says_so(tmp_path):
     t = TrustScreen(ON, tmp_path).judge(deferring(tmp_path, 1.5, 2.0, run=run), prober)
     assert t.deferred and not t.suspect and not t.needs_review and not asked
     assert t.checks["probes"]["deferred"] and "2" in t.checks["probes"]["why"]
-    # the default (always) defers however the screen watches; apart only where it watches apart;
-    # never; not correct: not deferred
+    # the default (always) defers; never; not correct: not deferred
     assert TrustScreen(TrustConfig(), tmp_path).defers(deferring(tmp_path, 1.5, 2.0))
-    assert TrustScreen(TrustConfig(), tmp_path).defers(deferring(tmp_path, 1.5, 2.0, apart=True))
-    assert not TrustScreen(TrustConfig(defer_below_best="apart"), tmp_path).defers(deferring(tmp_path, 1.5, 2.0))
-    assert TrustScreen(TrustConfig(defer_below_best="apart"), tmp_path).defers(deferring(tmp_path, 1.5, 2.0, apart=True))
-    assert not TrustScreen(TrustConfig(defer_below_best="never"), tmp_path).defers(deferring(tmp_path, 1.5, 2.0, apart=True))
+    assert not TrustScreen(TrustConfig(defer_below_best="never"), tmp_path).defers(deferring(tmp_path, 1.5, 2.0))
     assert not TrustScreen(ON, tmp_path).judge(deferring(tmp_path, 1.5, 2.0, run=run, correct=False), prober).deferred

@@ -387,7 +387,8 @@ def test_a_child_under_the_best_is_probed_only_once_picked_as_a_parent(tmp_path,
     for d in verdicts:
         t = d["verdict"]["trust"]
         if d["content_hash"] in waited and d["label"] == "":
-            assert t["checks"]["probes"] == {**t["checks"]["probes"], "ran": False, "deferred": True}
+            assert t["checks"]["watch"] == {**t["checks"]["watch"], "watched": False, "deferred": True}
+            assert not (Path(d["verdict"]["log_dir"]) / "watched").exists()
             assert d["verdict"]["speedup"] <= d["result_bar"]
     settled, order = set(), []
     for e in events:
@@ -401,11 +402,13 @@ def test_a_child_under_the_best_is_probed_only_once_picked_as_a_parent(tmp_path,
     checks = [d for d in verdicts if d["label"] == "parent-check"]
     assert {d["content_hash"] for d in checks} == {children[i] for i in settled}
     assert all(d["verdict"]["trust"]["checks"]["probes"]["ran"] and not d["verdict"]["trust"]["deferred"] for d in checks)
-    # the guard was inside the child's grading: its check is the probes alone, on what that grading kept
+    # the child's official grading stands: its check is the watched grading alone, its figure the child's
     child = {d["content_hash"]: d["verdict"] for d in verdicts if d["label"] == ""}
     for d in checks:
-        assert d["verdict"]["trust"]["checks"]["later"] == {"scored": child[d["content_hash"]]["log_dir"]}
+        w = d["verdict"]["trust"]["checks"]["watch"]
+        assert w["watched"] and w["scored"] == child[d["content_hash"]]["log_dir"], w
         assert d["verdict"]["grader_seconds"] == child[d["content_hash"]]["grader_seconds"]
+        assert d["verdict"]["speedup"] == child[d["content_hash"]]["speedup"]
     run = json.loads((run_dir / "run.json").read_text())
     assert run["best"]["id"] not in {i for i, h in children.items() if h in waited and i not in settled}
     assert audit(run_dir).ok, audit(run_dir).violations

@@ -1,9 +1,10 @@
 """The screen never changes the figure it screens (evaluator/trust/watch.py).
 
-A grader that counts what its process does counts the guard's work too, so where a package
-declares a counted metric the score comes from a grading with nothing of the screen in it and
-the guard watches a second one. The toy package's traced-events grader is such a count: with
-the guard inside its process the figure moves; apart, it is the screen-off figure exactly.
+A grader that counts what its process does counts the guard's work too, and a timed one times
+it, so the score always comes from a grading with nothing of the screen in it and the guard
+watches a second one. The toy package's traced-events grader is a count: with the guard inside
+its process the figure moves; the official figure is the screen-off figure exactly, whether the
+package declares its metric a count or declares nothing (which the format reads as a time).
 """
 
 import shutil
@@ -52,13 +53,6 @@ def test_a_declared_metric_that_names_no_time_is_a_count(metric_kind, timing_met
     assert watch.figure_kind(metric_kind, timing_metric)[0] == kind
 
 
-def test_the_config_overrides_the_package():
-    assert watch.apart("apart", None, None)[0] is True
-    assert watch.apart("same", "instruction_count", None)[0] is False
-    assert watch.apart("auto", "instruction_count", None)[0] is True
-    assert watch.apart("auto", None, "speedup")[0] is False
-
-
 def test_what_the_watched_grading_must_reproduce():
     ok = {"correct": True, "figure": 2.0}
     assert watch.compare(ok, {"correct": True, "figure": 1.2, "status": "ok"}, 2.0) == []
@@ -73,23 +67,28 @@ def test_what_the_watched_grading_must_reproduce():
 @pytest.fixture(scope="module")
 def counted(tmp_path_factory, cache_dir):
     """The toy package with a deterministic grader that declares its metric a count, and an
-    evaluator for each setting: screen off, on (auto: apart), on with the guard inside (same),
-    on without the static read (unread)."""
+    evaluator for each setting: screen off, on (auto), on without the static read (unread), on
+    in a search that defers (deferring); and the same package declaring no metric (a time, as
+    the format reads it), screen off and on (undeclared-off, undeclared)."""
     from evaluator.config import EvaluatorConfig, LocalConfig, TrustConfig
     from evaluator.evaluation import Evaluator
 
-    root = tmp_path_factory.mktemp("counted")
+    root, plain = tmp_path_factory.mktemp("counted"), tmp_path_factory.mktemp("undeclared")
     pkg = toy_tasks_root(root)
+    toy_tasks_root(plain)
     toml = pkg / "task.toml"
     toml.write_text(toml.read_text().replace('name = "speedup"\n', 'name = "speedup"\nmetric_kind = "traced_events"\n'))
     evs = {name: Evaluator(EvaluatorConfig(local=LocalConfig(cache_dir=str(cache_dir)), trust=TrustConfig(**kw)),
-                           tasks_roots=[root], log_root=tmp_path_factory.mktemp(name))
-           for name, kw in (("off", {"enabled": False}), ("auto", {}), ("same", {"watch": "same"}),
-                            ("unread", {"static": False}), ("deferring", {"defer_below_best": "apart"}))}
+                           tasks_roots=[plain if name.startswith("undeclared") else root],
+                           log_root=tmp_path_factory.mktemp(name))
+           for name, kw in (("off", {"enabled": False}), ("auto", {}), ("unread", {"static": False}),
+                            ("deferring", {"defer_below_best": "always"}), ("undeclared-off", {"enabled": False}),
+                            ("undeclared", {}))}
     yield evs
     for ev in evs.values():
         ev.close()
     shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(plain, ignore_errors=True)
 
 
 def grade(ev, code: str, grader: str = "hidden"):
@@ -98,16 +97,15 @@ def grade(ev, code: str, grader: str = "hidden"):
 
 @needs_root
 @pytest.mark.parametrize("grader", ["hidden", "dev"])
-def test_a_counted_figure_is_the_screen_off_figure_exactly(counted, grader):
-    off = grade(counted["off"], FASTER, grader)
-    on = grade(counted["auto"], FASTER, grader)
-    inside = grade(counted["same"], FASTER, grader)
+@pytest.mark.parametrize("declared", ["", "undeclared"])
+def test_the_official_figure_is_the_screen_off_figure_exactly(counted, grader, declared):
+    off = grade(counted["off" if not declared else "undeclared-off"], FASTER, grader)
+    on = grade(counted["auto" if not declared else "undeclared"], FASTER, grader)
     assert off.status == on.status == Status.ok and off.speedup > 1, off.message
     assert on.speedup == off.speedup and on.reward == off.reward and on.dev == off.dev
-    # the guard inside the counted process moves the count: what apart exists for
-    assert inside.speedup != off.speedup
+    # the guard inside the counted process moves the count: why the official grading never has it
     w = on.trust.checks["watch"]
-    assert w["how"] == "apart" and w["watched"] and w["figure"] == inside.speedup and "traced_events" in w["why"]
+    assert w["how"] == "apart" and w["watched"] and w["figure"] != off.speedup and w["why"] == watch.WHY
     assert on.trust.checks["screened"] and "runtime" in on.trust.checks  # the watch happened, in the second grading
     assert not on.trust.suspect and not on.trust.needs_review, on.trust.reasons
 
@@ -197,7 +195,7 @@ def test_an_instruction_count_reads_the_same_with_the_screen_on(callgrind, grade
     # (the dev engine's own figure; its baseline is each evaluator's own noop grading, never screened)
     assert (on.speedup, on.reward, on.dev and on.dev.value) == (off.speedup, off.reward, off.dev and off.dev.value)
     w = on.trust.checks["watch"]
-    assert w["how"] == "apart" and "instruction_count" in w["why"] and w["watched"] and w["status"] == "ok"
+    assert w["how"] == "apart" and w["watched"] and w["status"] == "ok"
     # the guard inside the counted processes is counted with them: the watched figure moved
     assert w["figure"] != off.speedup
     assert not on.trust.suspect and not on.trust.needs_review, on.trust.reasons

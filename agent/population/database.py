@@ -166,11 +166,14 @@ class Population:
         """The fittest whose probes have run: a deferred one (trust.deferred) is never the best."""
         return next((s for s in self.top(len(self._sols)) if not s.trust.deferred), None)
 
-    def settle(self, sid: str, trust: Trust, counts: bool) -> None:
-        """A deferred solution screened in full (trust: its own grading's): it stays a member where
-        that grading `counts` (correct, a result), else it leaves its islands and cells."""
+    def settle(self, sid: str, trust: Trust, counts: bool, profile: dict | None = None) -> None:
+        """A deferred solution screened in full (trust: its own grading's; profile: that grading's,
+        where it made one): it stays a member where that grading `counts` (correct, a result), else
+        it leaves its islands and cells."""
         sol = self._sols[sid]
         sol.trust = trust.model_copy(update={"deferred": False, "review": sol.trust.review})
+        if profile:
+            sol.profile = dict(profile)
         if not counts:
             sol.trust = sol.trust.model_copy(update={"suspect": True, "reasons": sol.trust.reasons or [
                 "not reproduced: graded again with every probe when picked, it was not correct"]})

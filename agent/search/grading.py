@@ -21,7 +21,9 @@ from evaluator.task import Task
 from evaluator.verdict import Status, Verdict
 
 
-PROFILED = ("", "baseline")  # the labels whose dev gradings carry a profile (a protocol that shows profiles)
+# the labels whose dev gradings carry a profile (a protocol that shows profiles): a deferred child's
+# is made when it is picked (its watched grading)
+PROFILED = ("", "baseline", "parent-check")
 
 
 class RecordedVerdicts:
@@ -162,7 +164,7 @@ class Grading:
         # a child's grading only, where the screen defers (evaluator.trust.defer_below_best)
         bar = (self.result_bar if label == "" and grader == self.grader
                and self.ev.config.trust.defer_below_best != "never" else None)
-        # a parent-check: the child's own grading, where only its watch waits (evaluator.trust.watch apart)
+        # a parent-check: the child's own grading, where only its watch waits (evaluator/trust/watch.py)
         scored = self._deferred.pop(h, None) if label == "parent-check" else None
         v = self._evaluate(files, grader, out, loop, profiled, bar, scored)
         if v.status == Status.infra_error:  # our trouble, not the candidate's: once more

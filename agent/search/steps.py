@@ -140,7 +140,7 @@ class Search:
                 break
             v = self.grade(parent.files, label="parent-check", round_=k)
             counts = v.correct and v.is_result
-            self.population.settle(parent.id, v.trust, counts=counts)
+            self.population.settle(parent.id, v.trust, counts=counts, profile=v.profile)
             self.journal(Event.settled, round=k, id=parent.id, counts=counts, reasons=list(v.trust.reasons))
             if not counts:
                 parent, inspirations = self.population.sample(island, self.state.rng)

@@ -34,8 +34,7 @@ def probe(run: GradeRun, references: dict[str, list[str]], full: bool, budget: f
     folder = log_dir / "trust"
     folder.mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {}
-    # a deferred grading's own folder: read there, never copied whole
-    entries = _write_inputs(chosen, run.trust_dir or folder, folder, files)
+    entries = _write_inputs(chosen, folder, files)
     if not entries:
         return [], {"ran": False, "why": "the kept inputs did not come back"}
     baseline_texts = (profile or reproduce or {}).get("baseline_texts", ())
@@ -61,13 +60,13 @@ def probe(run: GradeRun, references: dict[str, list[str]], full: bool, budget: f
                       {"ran": True, "full": full, "inputs": len(entries), "seconds": round(probe_run.seconds, 3)})
 
 
-def _write_inputs(chosen: list[dict[str, Any]], kept: Path, folder: Path,
-                  files: dict[str, Path]) -> list[dict[str, Any]]:
-    """Each chosen call's input (and what the harness got), copied from `kept` into `folder` for
-    the probe; its record for the probe's config. A call whose input did not come back whole is left out."""
+def _write_inputs(chosen: list[dict[str, Any]], folder: Path, files: dict[str, Path]) -> list[dict[str, Any]]:
+    """Each chosen call's input (and what the harness got), cut out of the grading's record in
+    `folder` for the probe; its record for the probe's config. A call whose input did not come back
+    whole is left out."""
     entries = []
     for i, r in enumerate(chosen):
-        src = kept / Path(str(r.get("path"))).name
+        src = folder / Path(str(r.get("path"))).name
         try:
             with open(src, "rb") as f:
                 f.seek(int(r["offset"]))

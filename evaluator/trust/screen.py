@@ -39,8 +39,7 @@ class Graded:
     (watch.figure_kind), which pesflow's own clock can reproduce; a count is not. `run`: the
     grading's run (None: a backend whose guard reports nothing). `bar`: a search's best figure so
     far: a correct figure at or under it could not become a result when graded, so its probes
-    wait until the search picks it (deferred), unless it is held for a person anyway. `apart`:
-    the screen watches from a second grading (trust.defer_below_best apart defers only there)."""
+    wait until the search picks it (deferred), unless it is held for a person anyway."""
     mode: str
     task_key: str
     files: dict[str, str | None]
@@ -57,7 +56,6 @@ class Graded:
     profile: dict[str, Any] | None = None
     timed: bool = True
     bar: float | None = None
-    apart: bool = False  # the screen watches from a second grading (evaluator/trust/watch.py)
 
 
 class TrustScreen:
@@ -134,9 +132,8 @@ class TrustScreen:
                 findings += [miss] if miss else []
             if g.warm_key and checks["probes"].get("ran") and not checks["probes"].get("error"):
                 self.seen.keep_import_cost(g.warm_key, checks["probes"])
-        elif run is not None and self.config.probes and prober is not None and profile:  # asked for a correct one only
-            probe_run.probe(run, g.references or {}, False, self._budget(False), prober, g.log_dir, callables,
-                            g.graders, profile, only_profile=True)
+        elif run is not None and prober is not None and profile:  # asked for a correct one only
+            self.profile(g, prober)
         if mode == "oracle" and speedup and not findings:
             self.seen.keep_oracle(g.task_key, speedup)
         trust = Trust.of(findings, checks, needs_review=bool(implausible or capped or far))
@@ -150,6 +147,15 @@ class TrustScreen:
             trust.reasons = [f"{AT_REWARD_CAP}: speedup {speedup:.4g} reaches the benchmark's "
                              "reward cap (the anchor squared) and passed every probe; a person should look"]
         return trust
+
+    def profile(self, g: Graded, prober: Prober) -> None:
+        """The candidate's profile alone, replaying a call the grading kept (evaluator/profile.py):
+        for a grading that the screen does not judge (it keeps the calls only to say where the time goes)."""
+        if g.run is None or not g.profile or not self.config.probes:
+            return
+        profile = {**g.profile, "baseline_texts": {t for t in g.baseline.values() if t}}
+        probe_run.probe(g.run, g.references or {}, False, self._budget(False), prober, g.log_dir,
+                        runtime.baseline_callables(g.baseline), g.graders, profile, only_profile=True)
 
     def _plausibility(self, g: Graded) -> tuple[float | None, bool, bool]:
         """(the reference's speedup, implausible, at the reward's cap) of the grading's figure."""
@@ -184,8 +190,7 @@ class TrustScreen:
 
     def _defers(self, g: Graded, held: bool) -> bool:
         """defers, the plausibility already known (`held`: implausible or at the reward's cap)."""
-        how = self.config.defer_below_best
-        return bool(self.config.enabled and (how == "always" or (how == "apart" and g.apart)) and g.correct
+        return bool(self.config.enabled and self.config.defer_below_best == "always" and g.correct
                     and g.mode in SCREENED_MODES and deferrable(g.speedup, g.bar) and not held)
 
     def _budget(self, full: bool) -> float:

@@ -1,14 +1,13 @@
-"""Where the screen watches a grading from: inside the scored grading, or from a second one.
+"""The screen watches a grading of its own: the official grading never has pesflow's code in it.
 
-The runtime guard and the probes' recorder are code in the grading's own interpreters. A grader
-that counts what its process does (callgrind's instructions, bytes allocated, ops, recompiles)
-counts them too: with the guard in, four of the benchmark's callgrind packages read 10-35 %
-lower, one of them below its baseline. A grader's figure must be the one it writes with the
-screen off, so where the figure is a count the score comes from a grading with nothing of the
-screen in it, and the guard and the probes watch a second grading of the same candidate, made
-only where the first could become a result (correct). A timed grader's figure moves within its
-own spread with the guard in (the guard waits until the candidate's code runs), so one grading
-serves both there unless the config asks for two.
+The runtime guard and the probes' recorder are code in a grading's own interpreters. A grader
+that counts what its process does (callgrind's instructions, bytes allocated, ops) counts them
+too (four of the benchmark's callgrind packages read 10-35 % lower with the guard in), and a
+timed one times them: the guard's sampled calls ran inside a process-time harness's window and
+moved a reference from about 5x to 1.2-4.9x, failing an honest candidate. So the figure that
+counts always comes from a grading with nothing of the screen in it, exactly the screen-off
+figure, and the guard and the probes watch a second grading of the same candidate, made only
+where the first could become a result (correct, faster than its baseline, not deferred).
 
 What a candidate does when watched must match what it did when scored: a second grading that
 fails where the first passed, or whose figure falls far below the first's, is for a person to
@@ -18,11 +17,13 @@ look at (it may know when it is watched), never a result's figure by itself.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any
 
 from evaluator.trust.findings import WATCHED_DIFFERS
 
-Watch = Literal["auto", "apart", "same"]
+WHY = "the official grading's figure is the grader's alone: the screen watches a grading of its own"
+WATCHED = "watched"  # the log folder of the grading the screen watches, inside the official one's
+DIAGNOSED = "diagnosed"  # that of one that keeps the calls to explain a failure or profile (never screened)
 
 # A declared metric whose name says time: the figure is a duration (its spread is the grader's).
 _TIME_WORDS = ("time", "speedup", "latency", "throughput", "second")
@@ -46,16 +47,6 @@ def figure_kind(metric_kind: str | None, timing_metric: str | None) -> tuple[str
         return ("counted",
                 f"the package's metric {counted[0]!r} is a count, which code put into its process would change")
     return "timed", f"the package's metric {declared[0]!r} is a time"
-
-
-def apart(watch: Watch, metric_kind: str | None, timing_metric: str | None) -> tuple[bool, str]:
-    """Whether the score and the screen's watch are two gradings, and why."""
-    if watch == "apart":
-        return True, "evaluator.trust.watch is apart"
-    if watch == "same":
-        return False, "evaluator.trust.watch is same"
-    kind, why = figure_kind(metric_kind, timing_metric)
-    return kind == "counted", why
 
 
 def compare(scored: dict[str, Any], watched: dict[str, Any], tolerance: float) -> list[str]:
