@@ -220,7 +220,9 @@ class Evaluator:
                 "reasons": watched.hard_fail_reasons}
         v.trust.checks["watch"] = {**how, "watched": True, **side, "seconds": watched.seconds,
                                    "log_dir": str(g.log_dir / watch.WATCHED)}
-        differs = watch.compare({"correct": True, "figure": figure}, side, self.config.trust.watch_tolerance)
+        toml = g.task.toml
+        timed = watch.figure_kind(toml.primary_metric.metric_kind, toml.verifier.timing_metric)[0] == "timed"
+        differs = watch.compare({"correct": True, "figure": figure}, side, self.config.trust.watch_tolerance, timed)
         if differs and not v.trust.suspect:
             v.trust.needs_review = True
             v.trust.reasons = [*differs, *v.trust.reasons]

@@ -59,7 +59,10 @@ def test_what_the_watched_grading_must_reproduce():
     assert watch.compare(ok, {"correct": True, "figure": 3.0, "status": "ok"}, 2.0) == []  # higher watched: no gain
     far = watch.compare(ok, {"correct": True, "figure": 0.9, "status": "ok"}, 2.0)
     assert len(far) == 1 and far[0].startswith(watch.WATCHED_DIFFERS) and "2.22x" in far[0]
+    # a time: the guard inside the timed window moves an honest figure more than that, so only correctness counts
+    assert watch.compare(ok, {"correct": True, "figure": 0.9, "status": "ok"}, 2.0, timed=True) == []
     failed = watch.compare(ok, {"correct": False, "figure": None, "status": "hard_fail", "reasons": ["correctness_failed"]}, 2.0)
+    assert watch.compare(ok, {"correct": False, "figure": None, "status": "hard_fail"}, 2.0, timed=True)
     assert failed and "correctness_failed" in failed[0]
 
 

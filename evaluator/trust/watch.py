@@ -49,16 +49,21 @@ def figure_kind(metric_kind: str | None, timing_metric: str | None) -> tuple[str
     return "timed", f"the package's metric {declared[0]!r} is a time"
 
 
-def compare(scored: dict[str, Any], watched: dict[str, Any], tolerance: float) -> list[str]:
+def compare(scored: dict[str, Any], watched: dict[str, Any], tolerance: float, timed: bool = False) -> list[str]:
     """What the watched grading did not reproduce of the scored one, as review reasons.
     Each side: {status, correct, figure, reasons}. Honest code may read lower when watched
-    (the guard's own work is counted with it), never higher by a factor past `tolerance`."""
+    (the guard's own work is counted with it), never higher by a factor past `tolerance`: on a
+    count. A time (`timed`) is held to correctness alone: the guard's sampled calls run inside
+    the harness's timed window, and moved a process-time package's own reference from 3.19x to
+    1.16x when watched (benchmarks/results/official-unwatched-2026-12-07.md); there the probes'
+    own re-timing stands for the figure."""
     out = []
     if scored.get("correct") and not watched.get("correct"):
         out.append(f"{WATCHED_DIFFERS}: correct when scored, {watched.get('status')} "
                    f"({', '.join(watched.get('reasons') or []) or 'no reason given'}) when watched")
     a, b = scored.get("figure"), watched.get("figure")
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a > 0 and b > 0 and a > tolerance * b:
+    if not timed and isinstance(a, (int, float)) and isinstance(b, (int, float)) and a > 0 and b > 0 \
+            and a > tolerance * b:
         out.append(f"{WATCHED_DIFFERS}: figure {a:.4g} when scored, {b:.4g} when watched "
                    f"({a / b:.2f}x, past evaluator.trust.watch_tolerance {tolerance:g})")
     return out
