@@ -39,6 +39,38 @@ def test_a_snapshot_is_a_copy_of_plain_values_and_nothing_else(inside):
     assert seen.snapshot([1, (x for x in ())]) is seen.NOT_PLAIN
 
 
+def test_an_output_nested_deeper_than_six_is_copied_compared_and_fingerprinted(inside):
+    """Issue 51: the copy gave up past 6 levels (a package's outputs nest deeper) and such an answer
+    went uncompared; the fingerprint stopped at 4, so a change down there went unseen. Only a
+    container that holds itself, or a copy past the probe's count of containers, is not plain."""
+    seen, _ = inside
+    values = importlib.import_module("pesflow_probe_values")
+    deep = {"leaf": np.arange(3)}
+    for i in range(20):
+        deep = {"level": i, "rest": [deep, (i, "x")]}
+    shot = seen.snapshot(deep)
+    assert shot is not seen.NOT_PLAIN
+    leaf, before = shot, seen.fingerprint(deep)
+    for _ in range(20):
+        leaf = leaf["rest"][0]
+    assert leaf["leaf"].tolist() == [0, 1, 2]
+    assert values.close(values.plain(deep), values.plain(deep)) and values.numeric({"a": [[[[[[[[1.0]]]]]]]]})
+    inner = deep
+    for _ in range(19):
+        inner = inner["rest"][0]
+    inner["rest"][1] = (0, "y")  # 20 levels down
+    assert seen.fingerprint(deep) != before
+    loop: list = []
+    loop.append(loop)
+    assert seen.snapshot(loop) is seen.NOT_PLAIN and not values.numeric(loop)
+    with pytest.raises(TypeError):
+        values.plain(loop)
+    shared = [1]
+    for _ in range(30):  # 2**30 paths through 31 lists: bounded by the count of containers, never walked whole
+        shared = [shared, shared]
+    assert seen.snapshot(shared) is seen.NOT_PLAIN
+
+
 @pytest.mark.parametrize("change", ["array_refilled", "tensor_refilled", "list_appended", "item_replaced", "dict_value"])
 def test_the_inputs_fingerprint_moves_when_a_harness_refills_them(inside, change):
     seen, _ = inside

@@ -7,35 +7,44 @@ input buffers for the next call changes them). Standard library only; Python 3.8
 
 import zlib
 
+# How deep an output or an input is followed, and how many containers a copy holds: the probe's
+# own limits (a container that holds itself is not plain either)
+from pesflow_probe_values import NEST_DEPTH, NODES as _COPY_NODES
+
 _SAMPLED = 1024  # elements of an array read for a fingerprint; a list's or dict's items at most
 _NODES = 512  # values a fingerprint looks at, in all
 NOT_PLAIN = object()  # an output with no plain copy (an object, a generator): not kept
 
 
-def snapshot(v, depth=0):
+def snapshot(v):
     """A copy of `v` as plain values: numbers, text, bytes, containers of them, numpy arrays and
     tensors (copied where they are: a GPU output stays on its GPU); NOT_PLAIN where it is not."""
+    return _copy(v, 0, [_COPY_NODES], set())
+
+
+def _copy(v, depth, left, path):
     t = type(v)
     if v is None or t in (bool, int, float, complex, str, bytes):
         return v
-    if depth > 6:
+    left[0] -= 1
+    if depth > NEST_DEPTH or left[0] < 0 or id(v) in path:
         return NOT_PLAIN
-    if t in (tuple, list) or (isinstance(v, tuple) and hasattr(v, "_fields")):
-        out = []
-        for x in v:
-            c = snapshot(x, depth + 1)
-            if c is NOT_PLAIN:
-                return NOT_PLAIN
-            out.append(c)
-        return out
-    if t is dict:
-        out = {}
-        for k, x in v.items():
-            c = snapshot(x, depth + 1)
-            if c is NOT_PLAIN:
-                return NOT_PLAIN
-            out[str(k)] = c
-        return out
+    if t in (tuple, list) or (isinstance(v, tuple) and hasattr(v, "_fields")) or t is dict:
+        path.add(id(v))
+        try:
+            items = v.items() if t is dict else enumerate(v)
+            out = {} if t is dict else []
+            for k, x in items:
+                c = _copy(x, depth + 1, left, path)
+                if c is NOT_PLAIN:
+                    return NOT_PLAIN
+                if t is dict:
+                    out[str(k)] = c
+                else:
+                    out.append(c)
+            return out
+        finally:
+            path.discard(id(v))
     mod = (getattr(t, "__module__", "") or "").split(".")[0]
     try:
         if mod == "torch" and hasattr(v, "detach") and hasattr(v, "clone"):
@@ -61,7 +70,7 @@ def _parts(v, depth, left):
     t = type(v)
     if v is None or t in (bool, int, float, complex, str, bytes):
         return v if t is not str or len(v) <= 256 else (len(v), hash(v))
-    if depth > 4 or left[0] <= 0:
+    if depth > NEST_DEPTH or left[0] <= 0:
         return (t.__name__, id(v))
     if t in (tuple, list) or isinstance(v, tuple):
         step = max(1, len(v) // max(1, min(left[0], _SAMPLED)))

@@ -34,22 +34,39 @@ def sync(device=True):
         t.cuda.synchronize() if device else t.cuda.current_stream().synchronize()
 
 
-def plain(v, depth=0):
+# How deep an output is followed (the guard's copy, pesflow_guard_seen, reads it from here):
+# deeper than any honest output seen (a package's nest past 6, where the comparison once gave up
+# silently); a container that holds itself, or more than NODES containers in all (shared parts
+# counted each time they are met), is not plain
+NEST_DEPTH = 64
+NODES = 1 << 20
+
+
+def _enter(depth, left):
+    left[0] -= 1
+    if depth > NEST_DEPTH or left[0] < 0:
+        raise TypeError(f"nested past {NEST_DEPTH} levels or {NODES} containers")
+
+
+def plain(v, depth=0, left=None):
     """A deep copy of `v` as plain values (numbers, lists, numpy arrays, tensors where they are:
     a GPU output is copied and compared on its GPU, not moved to the CPU); raises on what is not."""
     np, t = _np(), _torch()
     if v is None or isinstance(v, (bool, int, float, complex, str, bytes)):
         return v
+    left = [NODES] if left is None else left
     if t is not None and type(v) in (t.Tensor, t.nn.Parameter):
         return v.detach().clone()
     if t is not None and isinstance(v, t.Tensor):  # a subclass: its own conversion decides what it is
         return v.detach().to("cpu").clone().numpy() if v.dtype != t.bfloat16 else v.detach().float().cpu().numpy()
     if np is not None and isinstance(v, (np.ndarray, np.generic)):
         return np.array(v, copy=True)
-    if isinstance(v, (tuple, list)) and depth < 6:
-        return [plain(x, depth + 1) for x in v]
-    if isinstance(v, dict) and depth < 6:
-        return {str(k): plain(x, depth + 1) for k, x in v.items()}
+    if isinstance(v, (tuple, list)):
+        _enter(depth, left)
+        return [plain(x, depth + 1, left) for x in v]
+    if isinstance(v, dict):
+        _enter(depth, left)
+        return {str(k): plain(x, depth + 1, left) for k, x in v.items()}
     raise TypeError(type(v).__name__)
 
 
@@ -109,19 +126,21 @@ def _enough(good, total, loose):
     return good == total if not loose else 100 * good >= 99 * total
 
 
-def numeric(v, depth=0):
+def numeric(v, depth=0, left=None):
     """Numbers and arrays only (in lists, tuples, dicts): what `close` can judge."""
     np, t = _np(), _torch()
+    left = [NODES] if left is None else left
     if t is not None and isinstance(v, t.Tensor):
         return True
     if isinstance(v, (bool, int, float, complex)) or (np is not None and isinstance(v, (np.ndarray, np.generic))
                                                       and getattr(v, "dtype", None) is not None
                                                       and v.dtype.kind in "biufc"):
         return True
-    if isinstance(v, (list, tuple)) and depth < 6:
-        return bool(v) and all(numeric(x, depth + 1) for x in v)
-    if isinstance(v, dict) and depth < 6:
-        return bool(v) and all(numeric(x, depth + 1) for x in v.values())
+    if isinstance(v, (list, tuple, dict)):
+        left[0] -= 1
+        if depth > NEST_DEPTH or left[0] < 0:
+            return False
+        return bool(v) and all(numeric(x, depth + 1, left) for x in (v.values() if isinstance(v, dict) else v))
     return False
 
 
