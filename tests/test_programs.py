@@ -100,7 +100,8 @@ def test_copy_out_reads_a_follow_ups_pairs_from_a_file(tmp_path):
 
 # ---------------------------------------------------------------- written_scan.py
 
-RULE = "def startup_file(path):\n    return path.endswith(('/sitecustomize.py', '.pth'))\n"
+RULE = ("def startup_file(path):\n    return path.endswith(('/sitecustomize.py', '.pth'))\n"
+        "def vcs_control(path):\n    return None\n")
 
 
 def scan(tmp_path: Path, spec: dict) -> dict:

@@ -72,6 +72,44 @@ def test_an_engines_changes_read_by_the_same_rules():
         ("/app/repo/bench/old.py", True), ("/app/repo/bench/timing.py", False)]
 
 
+# Git's own files: a repository the image holds (its .git in the lower layer) against one the
+# grading made anew; git's daily writes (index, refs, logs, objects) are no finding.
+VCS_LOWER = ("repo/.git/config", "repo/.git/HEAD", "repo/src/a.py")
+VCS_WRITES = {
+    "repo/.git/config": True,  # a smudge filter, an alias, a hooks path
+    "repo/.git/info/attributes": True,  # new, in the image's repository
+    "repo/.git/hooks/post-checkout": True,
+    "repo/src/.gitattributes": True,  # a folder the image held
+    ".gitattributes": True,  # the writable path's own folder
+    "repo/.git/index": False, "repo/.git/ORIG_HEAD": False, "repo/.git/logs/HEAD": False,
+    "repo/.git/objects/ab/cdef": False,
+    "snap/.git/config": False, "snap/.git/hooks/pre-commit.sample": False, "snap/.gitattributes": False,  # made anew
+}
+
+
+def test_git_s_own_files_changed_in_the_image_s_repository_are_found_by_the_scan_and_the_engines(tmp_path):
+    upper, lower = tmp_path / "upper", tmp_path / "lower"
+    for rel in VCS_LOWER:
+        (lower / rel).parent.mkdir(parents=True, exist_ok=True)
+        (lower / rel).write_text("x\n")
+    for rel in VCS_WRITES:
+        (upper / rel).parent.mkdir(parents=True, exist_ok=True)
+        (upper / rel).write_text("[filter \"x\"]\n\tsmudge = sh -c 'cat; cat'\n")
+    want = {f"/app/{rel}" for rel, found in VCS_WRITES.items() if found}
+    out = tmp_path / "scan.json"
+    line = written.scan_command(sys.executable, [], [(upper, "/app", [lower])], [], out)
+    subprocess.run(["bash", "-c", line], check=True, timeout=60)
+    events = written.read_scan(out)
+    assert {e["evidence"].split(",")[0] for e in events} == want, events
+    assert {e["rule"] for e in events} == {"written.vcs_control"} and {e["family"] for e in events} == {"harness_patched"}
+    # an engine's list: 1 added, 0 modified; the repository made anew is named as added itself
+    changes = {(f"/app/{rel}", 0 if rel in VCS_LOWER else 1) for rel in VCS_WRITES} | {
+        ("/app/snap", 1), ("/app/snap/.git", 1), ("/app/repo/.git/info", 1)}
+    assert {p for p, _ in written.vcs_changes(changes, ["/app"])} == want
+    assert {e["evidence"].split(",")[0] for e in written.from_changes(changes, ["/app"], set())} == want
+    assert written.vcs_changes(changes, ["/elsewhere"]) == []
+
+
 def test_modal_listings_before_and_after():
     before = "/usr/lib/python3/dist-packages/pesflow_guard.pth\t100.0\n/app/repo/usercustomize.py\t100.0\n"
     after = ("/usr/lib/python3/dist-packages/pesflow_guard.pth\t100.0\n/app/repo/sitecustomize.py\t200.0\n"

@@ -9,13 +9,14 @@ stand-in python; stdlib only. It never follows a link. It finds the startup file
 folder (a whiteout, the mark of a removed file, counts: the guard's own .pth deleted is the guard
 switched off), and the Python files of each writable path's upper layer that one of its lower
 layers (the image) also holds, less the candidate's own: a module of the image rewritten,
-touched or removed during the grading.
+touched or removed during the grading; and the version-control files (git's configuration,
+attributes, hooks) written or removed in a repository or folder the image held.
 
 Arguments, positional:
   OUT   the JSON file written: {"found": [[sandbox path, removed, text or null], ...],
-        "image": [[sandbox path, removed], ...]}
-  RULE  the file that defines `startup_file(path)` (trust/inside/pesflow_guard_startup.py), run
-        here with exec: the guard's own rule, not a copy
+        "image": [[sandbox path, removed], ...], "vcs": [[sandbox path, removed], ...]}
+  RULE  the file that defines `startup_file(path)` and `vcs_control(path)`
+        (trust/inside/pesflow_guard_startup.py), run here with exec: the guard's own rules, not a copy
   SPEC  JSON: {"walk": [[host folder, its sandbox path], ...], "image": [[upper layer, its
         sandbox path, [lower layers]], ...], "skip": [the candidate's paths, as ends of sandbox
         paths], "max_found": names kept per list, "max_text": a found file's text read up to
@@ -59,18 +60,28 @@ def startup_files(spec, startup_file):
     return found
 
 
-def image_modules(spec):
-    image = []
+def image_files(spec, vcs_control):
+    """(the image's modules changed, the version-control files changed in a repository or folder
+    the image held), less the candidate's own."""
+    image, vcs = [], []
     skip = tuple("/" + r for r in spec["skip"])
     for upper, where, lowers in spec["image"]:
         for top, dirs, names in os.walk(upper, followlinks=False):
             for n in names:
                 rel = os.path.relpath(os.path.join(top, n), upper)
                 path = where.rstrip("/") + "/" + rel
-                if n.endswith(".py") and not path.endswith(skip) and len(image) < spec["max_found"] and \
+                if path.endswith(skip):
+                    continue
+                if n.endswith(".py") and len(image) < spec["max_found"] and \
                         any(os.path.lexists(os.path.join(low, rel)) for low in lowers):
                     image.append([path, removed(os.path.join(top, n))])
-    return image
+                anchor = vcs_control(path)
+                if anchor is not None and len(vcs) < spec["max_found"]:
+                    inside = anchor.rstrip("/") == where.rstrip("/") or anchor.startswith(where.rstrip("/") + "/")
+                    held = os.path.relpath(anchor, where) if inside else None
+                    if held is not None and any(os.path.isdir(os.path.join(low, held)) for low in lowers):
+                        vcs.append([path, removed(os.path.join(top, n))])
+    return image, vcs
 
 
 def main(argv):
@@ -79,7 +90,8 @@ def main(argv):
         code = compile(f.read(), rule, "exec")
     ns = {}
     exec(code, ns)  # the guard's own rule, run as the guard runs it
-    got = {"found": startup_files(spec, ns["startup_file"]), "image": image_modules(spec)}
+    image, vcs = image_files(spec, ns["vcs_control"])
+    got = {"found": startup_files(spec, ns["startup_file"]), "image": image, "vcs": vcs}
     with open(out, "w") as f:
         json.dump(got, f)
 

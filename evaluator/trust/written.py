@@ -33,14 +33,14 @@ MAX_FOUND = 50  # named in full up to here: one is enough to be suspect
 MAX_TEXT = 16384  # a found file's text is sent (graders_own) up to this many bytes
 SCAN_FILE = "written-startup.json"  # scan_command's output, in a local grading's run folder
 
-def _rule():
+def _rules():
     spec = importlib.util.spec_from_file_location("pesflow_guard_startup", RULE_FILE)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
-    return mod.startup_file
+    return mod.startup_file, mod.vcs_control
 
 
-startup_file = _rule()
+startup_file, vcs_control = _rules()
 
 
 def scan_command(python: str, walk: list[tuple[Path, str]], image: list[tuple[Path, str, list[Path]]],
@@ -64,7 +64,8 @@ def read_scan(out: Path) -> list[dict[str, Any]] | None:
         got = json.loads(out.read_text())
         return (events([(str(f[0]), bool(f[1])) for f in got["found"]],
                        [f[2] if len(f) > 2 else None for f in got["found"]])
-                + image_events([(str(p), bool(r)) for p, r in got.get("image") or []]))
+                + image_events([(str(p), bool(r)) for p, r in got.get("image") or []])
+                + vcs_events([(str(p), bool(r)) for p, r in got.get("vcs") or []]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -107,6 +108,21 @@ def image_changes(changes: Iterable[tuple[str, int]], writable: list[str], skip:
             and any(p.startswith(w.rstrip("/") + "/") for w in writable)][:MAX_FOUND]
 
 
+def vcs_changes(changes: Iterable[tuple[str, int]], writable: list[str]) -> list[tuple[str, bool]]:
+    """From an engine's list of changes, the version-control files under `writable` written or
+    removed in a repository or folder the image held (one the list names as added is the grading's own)."""
+    changes = sorted(changes)
+    added = {p.rstrip("/") for p, k in changes if k == 1}
+    out = []
+    for p, k in changes:
+        anchor = vcs_control(p)
+        if anchor is None or anchor.rstrip("/") in added or not any(p.startswith(w.rstrip("/") + "/") for w in writable):
+            continue
+        if not any(a == anchor or anchor.startswith(a + "/") for a in added):
+            out.append((p, k == 2))
+    return out[:MAX_FOUND]
+
+
 def from_changes(changes: Iterable[tuple[str, int]], writable: list[str], skip: set[str],
                  texts: dict[str, str | None] | None = None) -> list[dict[str, Any]]:
     """The events of an engine's list of a grading's changes: its startup files (with `texts`,
@@ -115,7 +131,7 @@ def from_changes(changes: Iterable[tuple[str, int]], writable: list[str], skip: 
     changes = list(changes)
     found = startup_changes(changes)
     return (events(found, [(texts or {}).get(p) for p, _ in found])
-            + image_events(image_changes(changes, writable, skip)))
+            + image_events(image_changes(changes, writable, skip)) + vcs_events(vcs_changes(changes, writable)))
 
 
 def image_events(changed: list[tuple[str, bool]]) -> list[dict[str, Any]]:
@@ -126,6 +142,16 @@ def image_events(changed: list[tuple[str, bool]]) -> list[dict[str, Any]]:
              "evidence": f"{path}, a module the image holds and not the candidate's, was "
                          f"{'removed' if removed else 'rewritten or its inode changed'} during the grading "
                          "(found on its writable layer after the grader)"} for path, removed in changed]
+
+
+def vcs_events(changed: list[tuple[str, bool]]) -> list[dict[str, Any]]:
+    """The event form of each version-control file the grading changed: what the harness's own
+    `git checkout` or `git apply` writes (the baseline it restores, the patch it applies) is no
+    longer only what the package's repository holds (a smudge filter runs any program)."""
+    return [{"kind": "finding", "rule": "written.vcs_control", "family": family("written.vcs_control"), "via": "host",
+             "evidence": f"{path}, git's own configuration, attributes or hooks in a repository the image holds, was "
+                         f"{'removed' if removed else 'written'} during the grading (found on its writable layer "
+                         "after the grader)"} for path, removed in changed]
 
 
 def events(found: list[tuple[str, bool]], texts: list[str | None] | None = None) -> list[dict[str, Any]]:

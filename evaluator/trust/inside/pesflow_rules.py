@@ -117,6 +117,9 @@ RULES = {
     "written.startup_file": ("guard_evasion", "written", "a startup file found on the grading's writable layer",
                              "the grader's own files"),
     "written.image_module": ("harness_patched", "written", "a module of the image changed on the writable layer", ""),
+    "written.vcs_control": ("harness_patched", "written",
+                            "git's configuration, attributes or hooks changed in a repository the image holds",
+                            "a repository or folder the grading made anew"),
     # -- probe: the candidate called again by pesflow
     "probe.input_rewritten": ("guard_evasion", "probe", "a kept input changed between the guard's copy and the probe",
                               ""),
