@@ -116,7 +116,8 @@ def vcs_changes(changes: Iterable[tuple[str, int]], writable: list[str]) -> list
     out = []
     for p, k in changes:
         anchor = vcs_control(p)
-        if anchor is None or anchor.rstrip("/") in added or not any(p.startswith(w.rstrip("/") + "/") for w in writable):
+        under = any(p.startswith(w.rstrip("/") + "/") for w in writable)
+        if anchor is None or anchor.rstrip("/") in added or not under:
             continue
         if not any(a == anchor or anchor.startswith(a + "/") for a in added):
             out.append((p, k == 2))
