@@ -30,7 +30,7 @@ from evaluator.config import EvaluatorConfig, ModalConfig
 from evaluator.evaluation import CandidateSource, Evaluator
 from evaluator.parallel import ParallelBackend
 from evaluator.task import load_task
-from evaluator.trust import instrument, written
+from evaluator.trust import instrument, watch, written
 from evaluator.verdict import Status
 from tests.conftest import FIXTURES
 
@@ -458,7 +458,9 @@ def test_the_trust_guard_goes_in_and_what_it_saw_comes_back(rec, tmp_path):
         assert all(f"{d}/{name}" in sb.files for name in instrument.GUARD_FILES), sorted(sb.files)
     config = json.loads(sb.files[f"{instrument.CONFIG_DIR}/config.json"])
     assert config["socket"] is None and config["candidate_paths"] == {"toy/kernel.py": "/app/repo/toy/kernel.py"}
-    assert (Path(v.log_dir) / "trust").is_dir() and any((Path(v.log_dir) / "trust").glob("events-*.jsonl"))
+    # in the grading the screen watched (the official one has nothing of pesflow's in it)
+    kept = Path(v.log_dir) / watch.WATCHED / "trust"
+    assert kept.is_dir() and any(kept.glob("events-*.jsonl")) and not (Path(v.log_dir) / "trust").exists()
     # an honest grading's guard says nothing against it
     guarded(tmp_path / "h", "def entry(x):\n    return x\n")
     rec.trust_out = {p.name: p.read_bytes() for p in (tmp_path / "h" / "out").glob("events-*.jsonl")}
