@@ -220,9 +220,8 @@ class Evaluator:
                 "reasons": watched.hard_fail_reasons}
         v.trust.checks["watch"] = {**how, "watched": True, **side, "seconds": watched.seconds,
                                    "log_dir": str(g.log_dir / watch.WATCHED)}
-        toml = g.task.toml
-        timed = watch.figure_kind(toml.primary_metric.metric_kind, toml.verifier.timing_metric)[0] == "timed"
-        differs = watch.compare({"correct": True, "figure": figure}, side, self.config.trust.watch_tolerance, timed)
+        differs = watch.compare({"correct": True, "figure": figure}, side, self.config.trust.watch_tolerance,
+                                _timed(g.task))
         if differs and not v.trust.suspect:
             v.trust.needs_review = True
             v.trust.reasons = [*differs, *v.trust.reasons]
@@ -263,7 +262,8 @@ class Evaluator:
         done: list[bool] = []
 
         def then(run: GradeRun, prober) -> None:  # the backend's: the sandbox waits for the replay
-            done.append(self._diagnosis(d, run, v, prober, explain))
+            self._diagnosis(d, run, v, prober, explain)
+            done.append(True)
 
         request = GradeRequest(files=d.files, grader=d.grader, env=d.env, reviewer_files=d.reviewer,
                                timeout=d.timeout, out_dir=d.log_dir, trust=d.guard, then=then)
@@ -271,18 +271,16 @@ class Evaluator:
         if not done:
             self._diagnosis(d, run, v, self._fresh_prober(d), explain)
 
-    def _diagnosis(self, d: "PlannedGrading", run: GradeRun, v: Verdict, prober: Prober, explain: bool) -> bool:
+    def _diagnosis(self, d: "PlannedGrading", run: GradeRun, v: Verdict, prober: Prober, explain: bool) -> None:
         """The replay of a diagnosing grading's kept calls: the mismatch, or the profile."""
         if run.infra_error or run.timed_out:
             if explain:
                 v.mismatch = mismatch.none("the grading that keeps the calls did not finish: "
                                            f"{run.infra_error or 'it ran past its time'}")
-            return True
-        if explain:
+        elif explain:
             v.mismatch = self._mismatch(d, run, prober)
         else:
             self.trust.profile(self._graded(d, run, v, True), self._restoring(d, prober))
-        return True
 
     def _interpret(self, g: "PlannedGrading", run: GradeRun, prober: Prober | None) -> Verdict:
         """The grader's result as a Verdict, then the trust stage with `prober` for its probes
@@ -450,8 +448,7 @@ class Evaluator:
             correct=v.correct and v.status == Status.ok, speedup=figure,
             anchor=task.anchor.value if v.speedup is not None else None, log_dir=g.log_dir,
             baseline_scale=v.speedup is not None, warm_key=task.content_hash[:20], graders=self._grader_text(task),
-            timed=watch.figure_kind(task.toml.primary_metric.metric_kind, task.toml.verifier.timing_metric)[0]
-                == "timed",
+            timed=_timed(task),
             profile=profiles.budget(self.config.profile_sec, self.config.profile_share, run.grader_seconds)
             if g.profile and v.correct else None, bar=g.bar)
 
@@ -501,6 +498,11 @@ class Evaluator:
         baseline = {rel: self.backend.baseline_text(prepared, rel) for rel in touched}
         after = apply_diff(source.diff or "", baseline)
         return {rel: text for rel, text in after.items() if text != baseline.get(rel)}
+
+
+def _timed(task: Task) -> bool:
+    """Whether the package's figure is a time (its declarations, watch.figure_kind), not a count."""
+    return watch.figure_kind(task.toml.primary_metric.metric_kind, task.toml.verifier.timing_metric)[0] == "timed"
 
 
 def _read_json(path: Path) -> dict | None:
