@@ -198,12 +198,14 @@ class Evaluator:
             how["scored"] = scored.log_dir
         else:
             request = GradeRequest(files=g.files, grader=g.grader, env=g.env, reviewer_files=g.reviewer,
-                                   timeout=g.timeout, out_dir=g.log_dir)
+                                   timeout=g.timeout, out_dir=g.log_dir, scan_writes=self.config.trust.runtime)
             run = self.backend.grade(g.prepared, request)
             v = self._interpret(scored_g, run, None)
         because = self._unwatched(scored_g, run, v)
         if because is not None:  # never a result now: the static read is all the trust it needs
             v = self._judge(scored_g, run, v, None)
+            if not v.trust.suspect and self._official_writes(g, run, v):
+                say_trust(v)
             v.trust.deferred = because.startswith("deferred") and not v.trust.suspect
             v.trust.checks["watch"] = {**how, "watched": False, "because": because,
                                        **({"deferred": True} if v.trust.deferred else {})}
@@ -215,6 +217,7 @@ class Evaluator:
         watched.seconds = round(time.monotonic() - t0, 3)
         (g.log_dir / watch.WATCHED / "verdict.json").write_text(watched.model_dump_json(indent=1))
         v.trust = watched.trust
+        self._official_writes(g, run, v)
         figure = judged_figure(v)
         side = {"status": watched.status.value, "correct": watched.correct, "figure": judged_figure(watched),
                 "reasons": watched.hard_fail_reasons}
@@ -227,6 +230,19 @@ class Evaluator:
             v.trust.reasons = [*differs, *v.trust.reasons]
         say_trust(v, " when watched")
         return v
+
+    def _official_writes(self, g: "PlannedGrading", run: GradeRun | None, v: Verdict) -> bool:
+        """What the official grading wrote where a candidate may not (evaluator/trust/written.py),
+        listed once its grader was over: a candidate that writes only when not watched is seen too."""
+        if run is None:
+            return False
+        found, _ = runtime.read([e for e in run.trust_events if e.get("kind") == "finding"], set(),
+                                graders=self._grader_text(g.task))
+        found = [f for f in found if f.reason() not in v.trust.reasons]  # a write the watched grading saw too: once
+        if found:
+            v.trust = v.trust.adding([f.model_copy(update={"evidence": f"{f.evidence} (the official grading)"})
+                                      for f in found])
+        return bool(found)
 
     def _unwatched(self, g: "PlannedGrading", run: GradeRun | None, v: Verdict) -> str | None:
         """Why the official grading `v` is not watched now (None: it is): not correct, no faster

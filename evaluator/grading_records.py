@@ -28,6 +28,9 @@ class GradeRequest:
     trust: dict[str, Any] | None = None  # the runtime guard's config (evaluator/trust/instrument.py); None: no guard
     trust_files: dict[str, Path] = field(default_factory=dict)  # name -> host file, beside the config (read-only)
     command: str | None = None  # run this instead of the grader (the trust probes); its results are its own
+    # what the grading wrote listed once its grader is over (evaluator/trust/written.py), with no
+    # guard in it: the official grading's, read outside the processes the grader times
+    scan_writes: bool = False
     # Called once with the grading's run and a Prober (evaluator/trust/screen.py) that runs
     # commands as fresh processes in the same sandbox, after the grader's last process is gone,
     # by a backend that can (local); one that cannot leaves it uncalled and the evaluator

@@ -482,7 +482,7 @@ def test_a_startup_file_the_grading_wrote_unseen_is_found_after_the_grader(rec, 
     assert v.status == Status.ok and v.trust.suspect, v.trust
     assert any(r.startswith("guard_evasion: /app/repo/sitecustomize.py") for r in v.trust.reasons), v.trust.reasons
     listings = [a for a, _ in rec.execs if a[-1] == written.LIST_STARTUP]
-    assert len(listings) == 4  # before and after each grading
+    assert len(listings) == 8  # before and after each grading: the official one and the watched one, twice
     # one whose whole text the package's grader scripts spell out (a line of its tests/grade.py) is the grader's
     rec.startup_written = ["/tmp/tmp.a1/sitecustomize.py\t1700000100.0", "/tmp/tmp.a2/sitecustomize.py\t1700000100.0"]
     own = "import importlib.util, json, math, os, subprocess, sys, time\n"

@@ -213,7 +213,7 @@ class LocalBackend:
         bulk = [(scratch / "trust-out", run_dir / "trust-out")] if trust else []
         scan = written.scan_command(self.stand_in().python, plan.written_folders(scratch),
                                     plan.writable_layers(scratch), written.candidate_paths(task.scope, request.files),
-                                    run_dir / written.SCAN_FILE) if trust else ""  # what the grading wrote, after it
+                                    run_dir / written.SCAN_FILE) if trust or request.scan_writes else ""
         body = (
             sandbox.scratch_script(scratch, scratch_mb, run_dir / "seed")
             + script(root_lines + bind_lines(run_dir / "root", binds,
@@ -232,7 +232,7 @@ class LocalBackend:
 
         def conclude(res: sandbox.SandboxResult) -> GradeRun:
             trust_events = self._trust_collect(events, run_dir, request) if events else []
-            trust_events += (written.read_scan(run_dir / written.SCAN_FILE) or []) if events else []
+            trust_events += (written.read_scan(run_dir / written.SCAN_FILE) or []) if scan else []
             return self._conclude(res, run_dir, request, prepared, limits, scratch_mb, plan, iso, results, trust_events)
 
         def followups(phase: sandbox.SandboxResult, more: sandbox.FollowUp) -> None:  # only where `follow` is set

@@ -254,7 +254,8 @@ class ModalBackend:
             deletions = self._write_candidate(sb, task.source_root, request.files)
             if deletions:
                 command = f"rm -f -- {' '.join(shlex.quote(p) for p in deletions)}; {command}"
-            startup = _run(sb, "sh", "-c", written.LIST_STARTUP)[1] if request.trust is not None else ""
+            scan = request.trust is not None or request.scan_writes
+            startup = _run(sb, "sh", "-c", written.LIST_STARTUP)[1] if scan else ""
             rc, output, timed_out = self._run_grader(sb,
                                                      grader_script(command, "", spare_existing=True, results=results),
                                                      request)
@@ -267,7 +268,7 @@ class ModalBackend:
                 _, tar = _run(sb, "sh", "-c", f"cd {instrument.OUT_DIR} 2>/dev/null && tar -cf - . || true", text=False)
                 archive.extract_regular(io.BytesIO(tar), request.out_dir / "trust", limit=64 << 20)
                 trust_events = collect.read_event_files(request.out_dir / "trust")
-                # startup files the grading wrote, whatever wrote them, with their text (trust/written.py)
+            if scan:  # startup files the grading wrote, whatever wrote them, with their text (trust/written.py)
                 found = written.listing_changes(startup, _run(sb, "sh", "-c", written.LIST_STARTUP)[1])
                 trust_events += written.events(found,
                                                [None if removed

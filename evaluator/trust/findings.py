@@ -85,6 +85,16 @@ class Trust(BaseModel):
         return cls(suspect=bool(findings), needs_review=needs_review and not findings, reasons=reasons, rules=rules,
                    checks=checks)
 
+    def adding(self, findings: list[Finding]) -> "Trust":
+        """This trust with more findings: suspect, their reasons and rules added, its checks kept."""
+        more = Trust.of(findings, {})
+        if not more.suspect:
+            return self
+        return self.model_copy(update={
+            "suspect": True, "needs_review": False, "deferred": False,
+            "reasons": list(dict.fromkeys([*more.reasons, *self.reasons])),
+            "rules": list(dict.fromkeys([*self.rules, *more.rules]))})
+
     @property
     def families(self) -> list[str]:
         return list(dict.fromkeys(r.split(":", 1)[0] for r in self.reasons))

@@ -192,7 +192,7 @@ class DockerBackend:
             # the next grading gets a new container; this one's verdict stands, its counters read first
             self.containers.read_counters(api, w)
             self.containers.discard(api, w)
-        if request.trust is not None and w.changed is not None:
+        if (request.trust is not None or request.scan_writes) and w.changed is not None:
             # startup files and the image's modules the grading changed, whatever did (trust/written.py)
             ran.trust_events += written.from_changes(w.changed, w.writable,
                                                      written.candidate_paths(prepared.task.scope, request.files),

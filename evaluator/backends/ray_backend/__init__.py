@@ -217,7 +217,8 @@ class RayBackend:
         blobs = {"reviewer": {n: Path(p).read_bytes() for n, p in request.reviewer_files.items()},
                  "trust": {n: Path(p).read_bytes() for n, p in request.trust_files.items()}}
         req = {"files": request.files, "grader": request.grader, "env": request.env, "timeout": request.timeout,
-               "trust": request.trust, "command": request.command}
+               "trust": request.trust, "command": request.command,
+               "scan_writes": request.scan_writes}
         lost: list[str] = []
         start = time.monotonic()
         for attempt in range(self.rc.node_retries + 1):

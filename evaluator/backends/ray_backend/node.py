@@ -174,7 +174,8 @@ def grade_task(config: EvaluatorConfig, name: str, rel: str, content_hash: str, 
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)  # what Ray assigned this task, and only that
             req = GradeRequest(files=request["files"], grader=request["grader"], env=env,
                                reviewer_files=paths.get("reviewer", {}), timeout=request["timeout"], out_dir=out,
-                               trust=request["trust"], trust_files=paths.get("trust", {}), command=request["command"])
+                               trust=request["trust"], trust_files=paths.get("trust", {}), command=request["command"],
+                               scan_writes=bool(request.get("scan_writes")))
             if config.ray.node_backend == "docker":
                 run = backend.grade(prepared, req, slot=Slot(0, tuple(int(g) for g in gpus), len(gpus)))
             else:
