@@ -110,10 +110,15 @@ def main(argv: list[str] | None = None) -> int:
                      "reward": v.reward, "suspect": v.trust.suspect, "needs_review": v.trust.needs_review,
                      "reasons": v.trust.reasons[:3], "seconds": round(time.monotonic() - t0, 2),
                      "watch": (v.trust.checks.get("watch") or {}).get("how"),
-                     "watched_figure": (v.trust.checks.get("watch") or {}).get("figure")}
+                     "watched_figure": (v.trust.checks.get("watch") or {}).get("figure"),
+                     # pesflow's own timing of the same calls on new values, and how many were new
+                     "reproduced": (v.trust.checks.get("probes") or {}).get("reproduced"),
+                     "new_values": sum(1 for p in (v.trust.checks.get("probes") or {}).get("pace") or []
+                                       if isinstance(p, list) and len(p) > 5 and p[5])}
                 rows.append(r)
                 print(f"  {grader:6} {screen:3} {r['status']:10} figure {r['figure']!s:>12} watched {r['watched_figure']!s:>10}"
-                      f" suspect {r['suspect']} review {r['needs_review']} {r['seconds']:6.1f} s", flush=True)
+                      f" suspect {r['suspect']} review {r['needs_review']} reproduced {r['reproduced']}"
+                      f" {r['seconds']:6.1f} s", flush=True)
                 if out:
                     out.write(json.dumps({"row": r}) + "\n")
                     out.flush()

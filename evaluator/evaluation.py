@@ -493,7 +493,8 @@ class Evaluator:
     def _references(self, task: Task, prepared: Prepared, scope_texts: dict[str, str | None],
                     baseline: dict[str, str | None]) -> dict[str, list[str]]:
         """For each scope file (by its path in the sandbox): texts whose outputs the candidate's must
-        match in the probes, the frozen baseline's first, then the package's oracle."""
+        match in the probes, the frozen baseline's first, then the package's oracle; the oracle even
+        where it is the candidate (a stub baseline's figure is timed against it: trust/screen.py `_gap`)."""
         with self._lock:
             oracle = self._oracles.get(task.content_hash)
         if oracle is None:
@@ -502,7 +503,7 @@ class Evaluator:
                 self._oracles[task.content_hash] = oracle
         out: dict[str, list[str]] = {}
         for rel, text in scope_texts.items():
-            texts = [t for t in (baseline.get(rel), oracle.get(rel)) if t and t != text]
+            texts = [t for t in (baseline.get(rel) if baseline.get(rel) != text else None, oracle.get(rel)) if t]
             if texts:
                 out[f"{task.source_root.rstrip('/')}/{rel}"] = list(dict.fromkeys(texts))
         return out

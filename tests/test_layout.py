@@ -193,13 +193,12 @@ MAX_FUNCTION_LINES = 80
 # Functions still over the limit, each with its length today: the list only shrinks (issue 50,
 # "objects, not closures"); a function here that grows, or a new one over the limit, fails.
 LONG_FUNCTIONS: dict[str, int] = {
-    "evaluator/trust/inside/pesflow_guard_calls.py:install": 349,
+    "evaluator/trust/inside/pesflow_guard_calls.py:install": 331,
     "evaluator/trust/inside/pesflow_guard_active.py:install": 300,
     "evaluator/trust/inside/pesflow_guard_watch.py:install": 272,
     "evaluator/trust/inside/pesflow_guard_objects.py:install": 151,
     "evaluator/trust/inside/pesflow_guard_objects.py:instrument_class": 97,
     "evaluator/trust/inside/pesflow_guard_active.py:hook": 100,
-    "evaluator/trust/inside/pesflow_guard_calls.py:wrapper": 90,
 }
 
 

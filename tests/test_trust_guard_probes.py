@@ -262,3 +262,33 @@ def test_the_same_inputs_answered_otherwise_later_in_a_process_is_caught_where_t
     varied = runtime.records(events, socket_used=False, field="varied")
     assert bool(varied) == (case != "honest"), varied
     assert names == ({"knows_who_asks"} if cheats else set()), got
+
+
+# What a call leaves of its caller's inputs is part of its answer (pesflow_probe.py): where the
+# baseline leaves them as they were, a candidate that changes them is named; where the baseline
+# answers in place, what each leaves is compared. (case: baseline, candidate, rule named, compared in place)
+IN_PLACE_CASES = {
+    "writes_into_callers_array": ("def entry(x):\n    return x.cumsum()\n",
+                                  "import numpy as np\ndef entry(x):\n    np.cumsum(x, out=x)\n    return x.copy()\n",
+                                  "probe.caller_inputs_changed", 0),
+    "honest_own_buffer": ("def entry(x):\n    return x.cumsum()\n",
+                          "import numpy as np\n_b = {}\ndef entry(x):\n    b = _b.setdefault(x.shape, np.empty_like(x))\n"
+                          "    np.cumsum(x, out=b)\n    return b.copy()\n", None, 0),
+    # (the guard keeps an input as the harness left it at exit: each call here changes it again)
+    "honest_in_place_contract": ("def entry(x):\n    x += 1\n",
+                                 "import numpy as np\ndef entry(x):\n    np.add(x, 1, out=x)\n",
+                                 None, 1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(IN_PLACE_CASES))
+def test_what_a_call_leaves_of_its_inputs_is_compared_with_the_baselines(tmp_path, case):
+    baseline, kernel, rule, in_place = IN_PLACE_CASES[case]
+    events = guarded(tmp_path, kernel)
+    recs = runtime.records(events, socket_used=False)
+    (tmp_path / "baseline.py").write_text(baseline)
+    got = _probe_kept(tmp_path, events, {"references": {recs[0]["file"]: [str(tmp_path / "baseline.py")]}})
+    rules = {f[0] for f in got["findings"]}
+    assert got["checks"]["compared"] >= 1, got
+    assert rules == ({rule} if rule else set()), got
+    assert got["checks"].get("compared_in_place", 0) >= in_place and (in_place or "compared_in_place" not in got["checks"])

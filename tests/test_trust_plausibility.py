@@ -4,6 +4,8 @@ plausibility ratio's line; the package's reference never does. Pure: the screen'
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from evaluator.config import TrustConfig
@@ -44,6 +46,9 @@ def test_the_reference_and_a_package_without_an_anchor_are_never_held_for_it(tmp
     (45.0, [["f", 8, 0.01, 0.04, 5]], "suspect", 4.0),
     (10.0, [], None, None),  # nothing timed: no conclusion
     (10.0, [["f", 8, 0.0, 0.01, 5], "junk"], None, None),
+    (12.0, [["f", 8, 0.01, 0.0099, 5, True, "baseline"]], "suspect", 0.99),
+    # against a stub baseline's stand-in, the package's reference: its scale is the package's own
+    (12.0, [["f", 8, 0.01, 0.0099, 5, True, "reference"]], None, None),
 ])
 def test_a_figure_far_above_pesflow_s_own_timing_is_not_reproduced(speedup, rows, said, mine):
     from evaluator.trust.findings import NOT_REPRODUCED
@@ -56,6 +61,29 @@ def test_a_figure_far_above_pesflow_s_own_timing_is_not_reproduced(speedup, rows
         assert got.family == "speed_not_reproduced" and f"{speedup:.4g}" in got.evidence
     if review is not None:
         assert review.startswith(NOT_REPRODUCED) and f"{speedup:.4g}" in review
+
+
+# The band is the reference's own: how far the grader's figure sits above pesflow's timing of the
+# package's reference, measured when the oracle is graded here, widens the lines for a package whose
+# harness pesflow's clock always comes short of (never under 1: an unmeasured package keeps 3x/10x).
+def test_the_reproduce_lines_stand_on_the_gap_measured_on_the_reference(tmp_path):
+    from evaluator.trust.screen_cache import ScreenCache
+
+    seen = ScreenCache(tmp_path)
+    assert seen.reference_gap("k") == 1.0
+    seen.keep_oracle("k", 120.0, 3.2)
+    assert seen.reference_gap("k") == 3.2 and seen.reference_speedup("k", 100.0) == 120.0
+    seen.keep_oracle("k", 118.0)  # graded again without timing it: the measured gap stays
+    assert seen.reference_gap("k") == 3.2 and seen.reference_speedup("k", 100.0) == 118.0
+    seen.keep_oracle("j", 5.0, 0.7)  # pesflow's clock above the grader's: the lines stay where they were
+    assert seen.reference_gap("j") == 1.0 and seen.gap_measured("j") and not seen.gap_measured("x")
+
+    screen = TrustScreen(TrustConfig(), tmp_path)
+    graded = Graded(mode="candidate", task_key="k", files={}, baseline={}, log_dir=tmp_path, correct=True,
+                    speedup=9.0, anchor=100.0, timed=True, baseline_scale=True)
+    assert screen._gap(graded) == 3.2  # a 9x figure on this package is not timed again (3 x 3.2 = 9.6)
+    assert screen._gap(replace(graded, mode="oracle")) == 1.0
+    assert screen._gap(replace(graded, timed=False)) is None  # a count: no clock reproduces it
 
 
 # Deferred (issue 39's cost): in a search, a correct figure at or under the best so far could not

@@ -105,6 +105,7 @@ class TrustScreen:
         deferred = bool(worth and run is not None and self.config.probes and prober is not None
                         and self._defers(g, implausible or capped))
         far = None  # a figure pesflow's own clock comes short of, for a person (not_reproduced)
+        oracle_gap = None  # the oracle's figure over pesflow's own, where this is the oracle and it was timed
         # the baseline's profile beside the candidate's: only the frozen baseline's, never the package's reference's
         if profile:
             profile = {**profile, "baseline_texts": {t for t in baseline.values() if t}}
@@ -116,8 +117,10 @@ class TrustScreen:
             # every probe only for an implausible figure with nothing found yet: a grading already
             # suspect needs no more evidence than the quick probes give, nor their minute
             # the figure timed again with pesflow's clock, where it is large enough to be out of reach
-            reproduce = bool(self.config.reproduce_ratio and g.timed and g.baseline_scale and speedup
-                             and speedup > self.config.reproduce_ratio)
+            gap = self._gap(g)
+            # the oracle at any gain: its gap is what is measured
+            line = 1.0 if mode == "oracle" else self.config.reproduce_ratio * (gap or 1.0)
+            reproduce = bool(gap is not None and speedup > line)
             full = (implausible or capped) and not findings
             found, checks["probes"] = probe_run.probe(
                 run, g.references or {}, full, self._budget(full), prober, g.log_dir, callables, g.graders, profile,
@@ -126,16 +129,22 @@ class TrustScreen:
                 if reproduce else None)
             findings += found
             if reproduce and isinstance(checks["probes"].get("pace"), list):
-                miss, far, checks["probes"]["reproduced"] = not_reproduced(
-                    checks["probes"]["pace"], float(speedup or 0), self.config.reproduce_ratio,
-                    self.config.reproduce_suspect_ratio)
+                miss, far, mine = not_reproduced(checks["probes"]["pace"], float(speedup or 0),
+                                                 self.config.reproduce_ratio * gap,
+                                                 self.config.reproduce_suspect_ratio * gap,
+                                                 ("baseline", "reference") if mode == "oracle"
+                                                 or self.seen.gap_measured(g.task_key) else ("baseline",))
+                checks["probes"].update(reproduced=mine, gap=gap)
+                if mode == "oracle":  # the reference's own gap, measured: never held against it
+                    miss = far = None
+                    oracle_gap = speedup / mine if mine else None
                 findings += [miss] if miss else []
             if g.warm_key and checks["probes"].get("ran") and not checks["probes"].get("error"):
                 self.seen.keep_import_cost(g.warm_key, checks["probes"])
         elif run is not None and prober is not None and profile:  # asked for a correct one only
             self.profile(g, prober)
         if mode == "oracle" and speedup and not findings:
-            self.seen.keep_oracle(g.task_key, speedup)
+            self.seen.keep_oracle(g.task_key, speedup, oracle_gap)
         trust = Trust.of(findings, checks, needs_review=bool(implausible or capped or far))
         trust.deferred = deferred and not findings
         if trust.needs_review and far:
@@ -156,6 +165,15 @@ class TrustScreen:
         profile = {**g.profile, "baseline_texts": {t for t in g.baseline.values() if t}}
         probe_run.probe(g.run, g.references or {}, False, self._budget(False), prober, g.log_dir,
                         runtime.baseline_callables(g.baseline), g.graders, profile, only_profile=True)
+
+    def _gap(self, g: Graded) -> float | None:
+        """How far the grader's figure may sit above pesflow's own timing of the same calls before
+        the reproduce lines' factors apply (None: the figure is not timed again): the gap measured
+        on the package's reference here (the grader's figure over pesflow's, at least 1; 1 where
+        never measured; the oracle's own, 1)."""
+        if not (self.config.reproduce_ratio and g.timed and g.baseline_scale and g.speedup):
+            return None
+        return 1.0 if g.mode == "oracle" else self.seen.reference_gap(g.task_key)
 
     def _plausibility(self, g: Graded) -> tuple[float | None, bool, bool]:
         """(the reference's speedup, implausible, at the reward's cap) of the grading's figure."""
@@ -203,22 +221,27 @@ def deferrable(figure: float | None, bar: float | None) -> bool:
     return bar is not None and figure is not None and figure <= bar
 
 
-def not_reproduced(rows: list[Any], speedup: float, review: float,
-                   suspect: float) -> tuple[Finding | None, str | None, float | None]:
+def not_reproduced(rows: list[Any], speedup: float, review: float, suspect: float,
+                   against: tuple[str, ...] = ("baseline",)) -> tuple[Finding | None, str | None, float | None]:
     """(a finding or None, a review reason or None, pesflow's own ratio): the grader's speedup over
-    the baseline against pesflow's timing of the same calls (pesflow_probe_pace.py). A workload's
+    the baseline against pesflow's timing of the same calls given values the grading never passed
+    (pesflow_probe_pace.py; a stub baseline's time is a reference's). A workload's
     figure is no larger than its best case's, so the largest of pesflow's ratios is the one to
     reach; the calls timed may miss the workload's best case, and a figure can be a count that a
     clock does not follow, so a figure past `suspect` times that ratio is not reproduced (not a
     result), one past `review` times needs a person. Both lines are also figures themselves: a
-    candidate pesflow times slower than the baseline is not called out for a figure of 1.5."""
-    ratios = [float(r[3]) / float(r[2]) for r in rows
-              if isinstance(r, list) and len(r) == 5 and float(r[2]) > 0 and float(r[3]) > 0]
-    if not ratios:
+    candidate pesflow times slower than the baseline is not called out for a figure of 1.5. Only
+    rows timed against a stand-in in `against` count: a stub baseline's figure is on a scale of
+    the package's own (the format does not say which), so rows against its reference count only
+    where the reference's gap was measured here."""
+    timed = [r for r in rows if isinstance(r, list) and len(r) >= 5 and float(r[2]) > 0 and float(r[3]) > 0
+             and (r[6] if len(r) > 6 else "baseline") in against]
+    if not timed:
         return None, None, None
-    mine = max(ratios)
+    mine = max(float(r[3]) / float(r[2]) for r in timed)
+    new = sum(1 for r in timed if len(r) > 5 and r[5])
     said = (f"the grader's speedup {speedup:.4g}; pesflow's own clock, timing candidate and baseline on the timing "
-            f"pass's inputs, {mine:.4g} at most ({len(ratios)} calls)")
+            f"pass's inputs given new values ({new} of {len(timed)} calls), {mine:.4g} at most")
     if speedup > suspect * max(mine, 1.0):
         return Finding(rule="probe.speed_not_reproduced", screen="probe", evidence=said), None, round(mine, 4)
     if speedup > review * max(mine, 1.0):

@@ -1,5 +1,6 @@
 """What the screen keeps between gradings, in the evaluator's cache: the package's oracle as
-measured here (the plausibility reference), and what a package's probe spent importing (whether
+measured here (the plausibility reference, and how far its figure sits above pesflow's own
+timing of it: the band a candidate's figure is reproduced within), and what a package's probe spent importing (whether
 the warm probe starts beside the grader). Each record is written whole or not at all."""
 
 from __future__ import annotations
@@ -51,8 +52,23 @@ class ScreenCache:
     def _oracle_file(self, task_key: str) -> Path:
         return self.cache / "trust" / f"oracle-{task_key}.json"
 
-    def keep_oracle(self, task_key: str, speedup: float) -> None:
-        self._write(self._oracle_file(task_key), {"speedup": speedup})
+    def keep_oracle(self, task_key: str, speedup: float, gap: float | None = None) -> None:
+        """The oracle's figure, and its gap where pesflow timed it again (the figure over
+        pesflow's own ratio on the same calls: trust/screen.py `_gap`); a gap measured before is
+        kept where this grading did not time it."""
+        kept = read_json(self._oracle_file(task_key)) or {}
+        gap = gap if gap is not None else kept.get("gap")
+        self._write(self._oracle_file(task_key), {"speedup": speedup, **({"gap": round(gap, 4)} if gap else {})})
+
+    def gap_measured(self, task_key: str) -> bool:
+        gap = (read_json(self._oracle_file(task_key)) or {}).get("gap")
+        return isinstance(gap, (int, float)) and gap > 0
+
+    def reference_gap(self, task_key: str) -> float:
+        """The package's reference's gap as measured here (at least 1), else 1."""
+        got = read_json(self._oracle_file(task_key)) or {}
+        gap = got.get("gap")
+        return max(1.0, float(gap)) if isinstance(gap, (int, float)) and gap > 0 else 1.0
 
     def reference_speedup(self, task_key: str, anchor: float | None) -> float | None:
         """The package's oracle as measured here (same grader and device), else its anchor."""

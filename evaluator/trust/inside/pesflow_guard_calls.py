@@ -75,6 +75,65 @@ def callable_instance(v):
     return not isinstance(v, type) and type(getattr(type(v), "__call__", None)) is types.FunctionType
 
 
+
+class KeptCalls:
+    """The sampled calls kept for the probes, _KEEP an entry point, none too large to keep: their
+    inputs, what the harness got. An entry point seen to change its inputs (its first kept
+    call's fingerprint before and after) has the inputs of its later kept calls copied before
+    the call, as it was asked them: the harness's objects are pickled at exit however it left
+    them. Each record: [role, module file, module name, function, call number, args, kwargs,
+    output as got, inputs' fingerprint, the harness's own args (held: their id is the key)];
+    install's records list, which a timed pass's last calls join at exit, is the one given."""
+
+    def __init__(self, records, limit, emit, rough_size, seen):
+        self.records, self.limit, self.emit, self.rough_size, self.seen = records, limit, emit, rough_size, seen
+        self.kept = {}
+        self.ids = set()
+        self.too_large = set()  # entry points that had an input too large to keep (never pickled, never held)
+        self.in_place = {}  # entry point -> whether its first kept call changed its inputs
+
+    def asked(self, fid, name, a, k):
+        """((args, kwargs) to keep, their fingerprint before the call where it is not known yet
+        whether the entry point changes them), or None where the call is not kept: kept already,
+        or too large. Copied before the call where it is known to."""
+        if id(a) in self.ids:
+            return None
+        if fid in self.too_large or self.rough_size((a, k)) > self.limit:
+            if fid not in self.too_large:  # said once: a timed pass repeats its large inputs
+                self.too_large.add(fid)
+                self.emit("record_skipped", fn=name, why="too large")
+            return None
+        if fid not in self.in_place:
+            return (a, k), self.seen.fingerprint((a, k))
+        if not self.in_place[fid]:
+            return (a, k), None
+        import copy  # noqa: PLC0415 - slow to import in every interpreter (it imports weakref): once it is needed
+        try:
+            return copy.deepcopy((a, k)), None
+        except Exception:  # noqa: BLE001 - objects that do not copy: kept as the harness leaves them
+            return (a, k), None
+
+    def keep(self, role_name, module, name, fid, i, a, k, asked_in, out, kd):
+        """The call kept, in place of its entry point's oldest past _KEEP."""
+        (a0, k0), before = asked_in
+        if before is not None:
+            self.in_place[fid] = self.seen.fingerprint((a, k)) != before
+        mine = self.kept.setdefault(fid, [])
+        if len(mine) >= _KEEP:
+            old = mine.pop(0)
+            for j, r in enumerate(self.records):  # by identity: == on kept arrays is elementwise
+                if r is old:
+                    del self.records[j]
+                    break
+            self.ids.discard(id(old[-1]))
+        self.ids.add(id(a))
+        # what the harness got (outputs too large to hold: none), and what it asked
+        got = self.seen.snapshot(out) if kd is None and self.rough_size(out) <= self.limit else self.seen.NOT_PLAIN
+        mine.append([role_name, getattr(module, "__file__", None), module.__name__, name, i, a0, k0, got,
+                     self.seen.fingerprint((a0, k0)), a])
+        self.records.append(mine[-1])
+
+
 def install(g):
     os, sys, types, threading, hashlib, perf = g["os"], g["sys"], g["types"], g["threading"], g["hashlib"], g["perf"]
     local, role, emit, cfg, record, rec_fh, pid = (g["local"], g["role"], g["emit"], g["cfg"], g["record"], g["rec_fh"],
@@ -84,12 +143,10 @@ def install(g):
     defined_by_candidate, cand_seen = g["defined_by_candidate"], g["cand_seen"]
     # ------------------------------------------------------------ the harness's calls into the candidate
     # [role, module file, module name, function, call number, args, kwargs, output as got, inputs' fingerprint]
+    # (a sampled call's: KeptCalls)
     records = []
     spent = [0.0]  # the guard's own time in sampled calls (its figure, reported at exit)
-    kept = {}
-    kept_ids = set()
     lasts = []  # ([latest unsampled call], module, entry's name, entry id) of each of the candidate's entry points
-    too_large = set()  # entry points that had an input too large to keep (never pickled, never held)
 
     def disguised(t):
         """A subclass of a plain kind (list, tuple, dict, array, tensor) that its module does not
@@ -168,6 +225,7 @@ def install(g):
     import weakref  # noqa: PLC0415 - slow to import in every interpreter: only once the guard is on
     import pesflow_guard_objects  # noqa: PLC0415 - slow to import in every interpreter: only once the guard is on
     import pesflow_guard_seen as seen  # noqa: PLC0415 - slow to import in every interpreter: only once the guard is on
+    calls_kept = KeptCalls(records, cfg.get("max_record_bytes", 64 << 20), emit, rough_size, seen)
     import pesflow_same_answer  # noqa: PLC0415 - slow to import in every interpreter: only once the guard is on
     note_answer, answers_differing = pesflow_same_answer.tracker()
     objects = pesflow_guard_objects.install({**g, "kind": kind, "weakref": weakref})
@@ -194,7 +252,7 @@ def install(g):
                 out = fn(*a, **k)
                 if type(out) not in plain_types:
                     looked_at(i, out)
-                if fid not in too_large:  # never held where an input was too large to keep
+                if fid not in calls_kept.too_large:  # never held where an input was too large to keep
                     last[0] = (i, a, k, out)
                 return out
             last[0] = None
@@ -216,6 +274,9 @@ def install(g):
         def sampled(i, a, k):
             t0 = perf()
             sweep()
+            # the inputs as the call was asked them, where it is kept: a call that answers in place
+            # changes them (the harness's objects are pickled at exit, however it left them)
+            asked_in = calls_kept.asked(fid, name, a, k) if record and role_name == "candidate" else None
             before = threading.active_count()
             t1 = perf()
             out = fn(*a, **k)
@@ -230,28 +291,8 @@ def install(g):
                 if record and role_name == "candidate" and kd is None:
                     note_answer((fid, name, getattr(module, "__file__", None)), i, lambda: seen.fingerprint((a, k)),
                                 out)
-                if record and role_name == "candidate" and id(a) not in kept_ids:
-                    if rough_size((a, k)) > cfg.get("max_record_bytes", 64 << 20):
-                        if fid not in too_large:  # said once: a timed pass repeats its large inputs
-                            too_large.add(fid)
-                            emit("record_skipped", fn=name, why="too large")
-                    else:
-                        mine = kept.setdefault(fid, [])
-                        if len(mine) >= _KEEP:
-                            old = mine.pop(0)
-                            for j, r in enumerate(records):  # by identity: == on kept arrays is elementwise
-                                if r is old:
-                                    del records[j]
-                                    break
-                            kept_ids.discard(id(old[5]))
-                        kept_ids.add(id(a))
-                        # what the harness got, and what it asked (outputs too large to hold: none)
-                        got = (seen.snapshot(out)
-                               if kd is None and rough_size(out) <= cfg.get("max_record_bytes", 64 << 20)
-                               else seen.NOT_PLAIN)
-                        mine.append([role_name, getattr(module, "__file__", None), module.__name__, name, i, a, k,
-                                     got, seen.fingerprint((a, k))])
-                        records.append(mine[-1])
+                if asked_in is not None:
+                    calls_kept.keep(role_name, module, name, fid, i, a, k, asked_in, out, kd)
             finally:
                 local.busy = False
             sweep()
@@ -373,7 +414,7 @@ def install(g):
         if (records or kept_objects) and rec_fh[0] is not None:
             import pickle  # slow to import in every interpreter: only once the guard is on
             total = 0
-            rows = [(r, None) for r in records]
+            rows = [(r[:9], None) for r in records]  # a sampled call's record ends with the harness's own args
             rows += [(("candidate", getattr(m, "__file__", None), m.__name__, c.__qualname__, len(h["calls"]), h, None,
                        seen.NOT_PLAIN, None), c.__qualname__) for m, c, h in kept_objects]
             for (role_name, file, modname, fname, i, a, k, got, asked), cls in rows:

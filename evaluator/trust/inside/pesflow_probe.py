@@ -27,7 +27,8 @@ import pesflow_probe_inputs as inputs
 import pesflow_probe_objects as objects
 import pesflow_same_answer as same_answer
 from pesflow_probe_inputs import load_module, loads
-from pesflow_probe_values import _torch, close, leaves, nbytes, numeric, on_gpu, overwrite, plain, rolled, shifts, sync
+from pesflow_probe_values import (_torch, close, far_shifts, leaves, left_changed, nbytes, numeric, on_gpu, overwrite,
+                                  plain, rolled, shifts, sync)
 
 _T0 = time.perf_counter()
 _T0_WALL = time.time()  # the host's clock too: what the handing over costs (screen.py)
@@ -74,6 +75,23 @@ def _unchanged(used, original):
         return close(plain(used), plain(original))
     except TypeError:  # not plain values: no conclusion
         return False
+
+
+def _plain_inputs(args, kwargs):
+    """Whether inputs are plain values (else whether a call changed them is not known)."""
+    try:
+        plain((args, kwargs))
+        return True
+    except TypeError:
+        return False
+
+
+def _same_in_place(used, base_left):
+    """Whether a call left its inputs as the baseline's call left them (loosely, floats)."""
+    try:
+        return bool(close(plain(used), base_left, loose=True))
+    except TypeError:  # not plain values: no conclusion
+        return True
 
 
 def _entry(mod, name):
@@ -136,7 +154,8 @@ def asked_otherwise(rec, mine, inputs_kept, want, checks):
 
 # what pesflow_probe_objects.py's probes and timings are given of this module's
 HELPERS = {"plain": plain, "close": close, "numeric": numeric, "sync": sync, "on_gpu": on_gpu, "rolled": rolled,
-           "shifts": shifts, "nbytes": nbytes, "overwrite": overwrite}
+           "shifts": shifts, "far_shifts": far_shifts, "left_changed": left_changed, "nbytes": nbytes,
+           "overwrite": overwrite}
 
 
 class Probing:
@@ -161,6 +180,7 @@ class Probing:
         self.helpers = HELPERS
         self.paced = None  # (pesflow_probe_pace, its cases, the baseline timed before any candidate code is loaded)
         self.base_said = {}  # {record's index: the baseline's answer}, from its first timed call there
+        self.base_left = {}  # {record's index: what that call changed of its inputs (None: nothing)}
         self.answered = {}  # {record's index: (the candidate's first answer, whether it left its inputs as they were)}
 
     def enter_process(self):
@@ -220,9 +240,17 @@ class Probing:
         chosen = pace.cases(self.recs, cfg["pace"].get("baseline_refs") or (),
                             lambda rec: inputs.blob(rec, os.path.dirname(CONFIG)), loads)
         self.paced = (pace, chosen,
-                      pace.baseline_first(chosen, lambda rec: getattr(self.reference(rec, rec["file"], 0), rec["fn"],
-                                                                      None),
-                                          self.helpers, float(cfg["pace"].get("budget_sec", 3)) / 2, self.base_said))
+                      pace.baseline_first(chosen, self.stand_ins, self.helpers,
+                                          float(cfg["pace"].get("budget_sec", 3)) / 2, self.base_said, self.base_left))
+
+    def stand_ins(self, rec):
+        """[(whose, function)] the figure's other end may be timed with: the frozen baseline's,
+        then the package's references' (each module loaded only when asked for)."""
+        key = rec["file"]
+        for i in range(max(1, len(self.cfg.get("references", {}).get(key, [])))):
+            fn = getattr(self.reference(rec, key, i), rec["fn"], None)
+            if fn is not None:
+                yield ("baseline" if i == 0 else "reference"), fn
 
     def probe_calls(self):
         """Every kept call's probes, within the budget (a profile's grading: each call rebuilt only)."""
@@ -305,10 +333,18 @@ class Probing:
         if first is None:
             return
         first_in, later = first
-        want = self.baseline_answer(idx, rec, key, args, kwargs)
-        if want is not None:  # by value whatever its kind: exactly, floats within a tolerance
+        asked, want, base_left = self.baseline_answer(idx, rec, key, args, kwargs)
+        if asked:  # by value whatever its kind: exactly, floats within a tolerance
             self.checks["compared"] += 1
-            self.matches.append((where, tuple(rec.get("argv") or ()), close(later, want, loose=True)))
+            same = close(later, want, loose=True)
+            if base_left is not None:  # the baseline answers in place too: what each changed is compared
+                self.checks["compared_in_place"] = self.checks.get("compared_in_place", 0) + 1
+                same = same and _same_in_place(first_in, base_left)
+            elif not _unchanged(first_in, (args, kwargs)) and _plain_inputs(args, kwargs):
+                self.findings.append(("probe.caller_inputs_changed",
+                                      "%s: it changed its caller's inputs, which the baseline leaves as they were"
+                                      % where))
+            self.matches.append((where, tuple(rec.get("argv") or ()), same))
         said = asked_otherwise(rec, *self.answered.get(idx, (None, False)), want, self.checks)
         if said:
             self.findings.append((said[0], "%s: %s" % (where, said[1])))
@@ -363,20 +399,24 @@ class Probing:
         return (a0, k0), later
 
     def baseline_answer(self, idx, rec, key, args, kwargs):
-        """The baseline's output on these inputs (its answer when paced, else a call now); the
-        package's reference's only where the baseline gives none (a stub). None where none does."""
-        want = self.base_said.get(idx)
-        for i in range(0 if want is not None else len(self.cfg.get("references", {}).get(key, []))):
+        """(whether a baseline answered, its output on these inputs, what it changed of them: None
+        where nothing): its answer when paced, else a call now; the package's reference's only
+        where the baseline gives none (a stub). An answer in place returns None, and is one."""
+        asked = idx in self.base_said
+        want, left = self.base_said.get(idx), self.base_left.get(idx)
+        for i in range(0 if asked else len(self.cfg.get("references", {}).get(key, []))):
             # loading a module can build a kernel, so none is loaded before it is needed
             try:
                 ref = self.reference(rec, key, i)
                 if ref is None:
                     continue
-                want = plain(getattr(ref, rec["fn"])(*copy.deepcopy(args), **copy.deepcopy(kwargs)))
+                used = (copy.deepcopy(args), copy.deepcopy(kwargs))
+                want = plain(getattr(ref, rec["fn"])(*used[0], **used[1]))
+                left, asked = left_changed(used, (args, kwargs)), True
                 break
             except Exception:  # noqa: BLE001 - a stub baseline (NotImplementedError): the next reference
                 want = None
-        return want
+        return asked, want, left
 
     def rewrite_in_place(self, rec, fn, args, kwargs, first_in, first_out, where):
         """Rewritten in place: an honest function answers for the new values, not the old ones.

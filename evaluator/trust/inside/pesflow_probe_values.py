@@ -201,6 +201,31 @@ def shifts(args, count):
     return sorted(got.values())[1:count + 1]
 
 
+def left_changed(used, original):
+    """What a call left of its inputs (`used`, once it returned) as plain values, where it changed
+    them (an answer written in place); None where it left them as they were or they are not plain."""
+    try:
+        after = plain(used)
+        return None if close(after, plain(original)) else after
+    except TypeError:
+        return None
+
+
+def far_shifts(args, count):
+    """Up to `count` values of `rolled`'s k from the far end of `shifts`' (whose first ones the
+    other probes take): each a shift of the longest array no other gives, none giving no shift."""
+    n = max([_length(x) for x in leaves(args)] or [0])
+    out, seen = [], set()
+    for k in range(n - 1, max(0, n - 4 * count) - 1, -1):
+        shift = (max(1, n // 3) + k) % n
+        if len(out) >= count:
+            break
+        if shift > 1 and shift not in seen:
+            seen.add(shift)
+            out.append(k)
+    return out
+
+
 def nbytes(args):
     return sum(int(getattr(x, "nbytes", 0) or (x.numel() * x.element_size() if hasattr(x, "numel") else 0))
                for x in leaves(args))

@@ -151,6 +151,10 @@ RULES = {
                                              "the same unchanged inputs answered otherwise later in one process, where "
                                              "the baseline answers alike",
                                              "stateful or random contracts (the baseline varies too)"),
+    "probe.caller_inputs_changed": ("harness_patched", "probe",
+                                    "changed its caller's inputs, which the baseline leaves as they were (what a "
+                                    "call leaves behind is part of its answer)",
+                                    "inputs the baseline changes too (compared with what it leaves)"),
     "probe.speed_not_reproduced": ("speed_not_reproduced", "probe",
                                    "the grader's speedup far above pesflow's own timing of the same calls",
                                    "figures under trust.reproduce_ratio"),
