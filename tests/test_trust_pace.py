@@ -142,3 +142,19 @@ def test_a_baseline_that_answers_in_place_gives_what_it_changed_to_compare():
                         {**HELPERS, "plain": values.plain}, 2.0, answers, changes)
     assert changes == {0: [[[1, 2, 3], [2, 4, 6]], {}], 1: None}, changes  # plain values: tuples as lists
     assert answers == {0: None, 1: [8, 10]}
+
+
+def test_a_candidate_that_refuses_new_values_the_baseline_takes_is_timed_on_copies():
+    # a table of the inputs it has seen, raising on any other: its figure is still checked (on copies)
+    seen = {tuple(range(40))}
+
+    def table(xs):
+        if tuple(xs) not in seen:
+            raise KeyError("never seen")
+        return [1]
+
+    chosen = [(0, {"fn": "f", "n": 1}, (list(range(40)),), {})]
+    base = pace.baseline_first(chosen, only(lambda xs: [sum(xs)]), HELPERS, 2.0)
+    assert base[0][2] is True
+    rows = pace.candidate_after(chosen, base, lambda rec: table, HELPERS, 2.0)
+    assert rows and rows[0][5] is False and rows[0][4] >= 1, rows

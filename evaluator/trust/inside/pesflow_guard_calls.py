@@ -85,8 +85,9 @@ class KeptCalls:
     output as got, inputs' fingerprint, the harness's own args (held: their id is the key)];
     install's records list, which a timed pass's last calls join at exit, is the one given."""
 
-    def __init__(self, records, limit, emit, rough_size, seen):
+    def __init__(self, records, limit, emit, rough_size, seen, local):
         self.records, self.limit, self.emit, self.rough_size, self.seen = records, limit, emit, rough_size, seen
+        self.local = local  # the guard's own work marks this thread busy: a copy can run the candidate's code
         self.kept = {}
         self.ids = set()
         self.too_large = set()  # entry points that had an input too large to keep (never pickled, never held)
@@ -95,9 +96,17 @@ class KeptCalls:
     def asked(self, fid, name, a, k):
         """((args, kwargs) to keep, their fingerprint before the call where it is not known yet
         whether the entry point changes them), or None where the call is not kept: kept already,
-        or too large. Copied before the call where it is known to."""
-        if id(a) in self.ids:
+        or too large, or asked inside the guard's own work. Copied before the call where it is
+        known to, as the guard's own work (a __deepcopy__ of the candidate's is not a call)."""
+        if id(a) in self.ids or getattr(self.local, "busy", False):
             return None
+        self.local.busy = True
+        try:
+            return self._asked(fid, name, a, k)
+        finally:
+            self.local.busy = False
+
+    def _asked(self, fid, name, a, k):
         if fid in self.too_large or self.rough_size((a, k)) > self.limit:
             if fid not in self.too_large:  # said once: a timed pass repeats its large inputs
                 self.too_large.add(fid)
@@ -225,7 +234,7 @@ def install(g):
     import weakref  # noqa: PLC0415 - slow to import in every interpreter: only once the guard is on
     import pesflow_guard_objects  # noqa: PLC0415 - slow to import in every interpreter: only once the guard is on
     import pesflow_guard_seen as seen  # noqa: PLC0415 - slow to import in every interpreter: only once the guard is on
-    calls_kept = KeptCalls(records, cfg.get("max_record_bytes", 64 << 20), emit, rough_size, seen)
+    calls_kept = KeptCalls(records, cfg.get("max_record_bytes", 64 << 20), emit, rough_size, seen, local)
     import pesflow_same_answer  # noqa: PLC0415 - slow to import in every interpreter: only once the guard is on
     note_answer, answers_differing = pesflow_same_answer.tracker()
     objects = pesflow_guard_objects.install({**g, "kind": kind, "weakref": weakref})

@@ -140,8 +140,10 @@ def baseline_first(chosen, stand_ins, h, budget_sec, answers=None, changes=None)
                 break
             try:
                 got, left = [], []
+                # on a GPU, copies: rolled offsets can fault a kernel, and a fault ends every probe after it
+                ks = None if h["on_gpu"]() else new_values(args, kwargs, h) or None
                 sec, rounds, new = least(fn, args, kwargs, h, max(0.0, end - _WALL()), cold_ok=True, answer=got,
-                                         ks=new_values(args, kwargs, h) or None, left=left)
+                                         ks=ks, left=left)
                 out[idx] = (sec, rounds, new, whose)
                 if got and answers is not None:
                     answers[idx] = got[0]
@@ -166,8 +168,12 @@ def candidate_after(chosen, base_times, fn_of, h, budget_sec):
         try:
             got = least(fn_of(rec), args, kwargs, h, max(0.0, end - _WALL()),
                         ks=new_values(args, kwargs, h) if new else None)
-        except Exception:  # noqa: BLE001 - the probes' loop says why
-            continue
+        except Exception:  # noqa: BLE001 - new values the baseline takes and it refuses: timed on copies
+            got, new = None, False
+            try:
+                got = least(fn_of(rec), args, kwargs, h, max(0.0, end - _WALL()))
+            except Exception:  # noqa: BLE001 - the probes' loop says why
+                continue
         if got is not None:
             rows.append([rec["fn"], rec.get("n"), got[0], base_sec, min(got[1], base_rounds), new, whose])
     return rows
