@@ -76,7 +76,7 @@ def test_the_reproduce_lines_stand_on_the_gap_measured_on_the_reference(tmp_path
     seen.keep_oracle("k", 118.0)  # graded again without timing it: the measured gap stays
     assert seen.reference_gap("k") == 3.2 and seen.reference_speedup("k", 100.0) == 118.0
     seen.keep_oracle("j", 5.0, 0.7)  # pesflow's clock above the grader's: the lines stay where they were
-    assert seen.reference_gap("j") == 1.0 and seen.gap_measured("j") and not seen.gap_measured("x")
+    assert seen.reference_gap("j") == 1.0 and seen.measured_gap("j") == 0.7 and seen.measured_gap("x") is None
 
     screen = TrustScreen(TrustConfig(), tmp_path)
     graded = Graded(mode="candidate", task_key="k", files={}, baseline={}, log_dir=tmp_path, correct=True,

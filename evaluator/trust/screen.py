@@ -133,7 +133,7 @@ class TrustScreen:
                                                  self.config.reproduce_ratio * gap,
                                                  self.config.reproduce_suspect_ratio * gap,
                                                  ("baseline", "reference") if mode == "oracle"
-                                                 or self.seen.gap_measured(g.task_key) else ("baseline",))
+                                                 or self.seen.measured_gap(g.task_key) is not None else ("baseline",))
                 checks["probes"].update(reproduced=mine, gap=gap)
                 if mode == "oracle":  # the reference's own gap, measured: never held against it
                     miss = far = None

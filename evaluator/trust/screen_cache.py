@@ -60,15 +60,14 @@ class ScreenCache:
         gap = gap if gap is not None else kept.get("gap")
         self._write(self._oracle_file(task_key), {"speedup": speedup, **({"gap": round(gap, 4)} if gap else {})})
 
-    def gap_measured(self, task_key: str) -> bool:
+    def measured_gap(self, task_key: str) -> float | None:
+        """The package's reference's gap as measured here, or None where it never was."""
         gap = (read_json(self._oracle_file(task_key)) or {}).get("gap")
-        return isinstance(gap, (int, float)) and gap > 0
+        return float(gap) if isinstance(gap, (int, float)) and gap > 0 else None
 
     def reference_gap(self, task_key: str) -> float:
         """The package's reference's gap as measured here (at least 1), else 1."""
-        got = read_json(self._oracle_file(task_key)) or {}
-        gap = got.get("gap")
-        return max(1.0, float(gap)) if isinstance(gap, (int, float)) and gap > 0 else 1.0
+        return max(1.0, self.measured_gap(task_key) or 1.0)
 
     def reference_speedup(self, task_key: str, anchor: float | None) -> float | None:
         """The package's oracle as measured here (same grader and device), else its anchor."""
